@@ -1,0 +1,157 @@
+/*
+ * hostlist.c - expand Slurm hostlist expressions: comma-separated names,
+ * each with at most one bracketed range list ("gpu[001-004,010]"); the
+ * width of a zero-padded lower bound is kept, as Slurm does.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ar.h"
+
+#define HOSTLIST_MAX 1000000	/* a bound on what one expression may name */
+
+struct names {
+	char **v;
+	size_t n, cap;
+};
+
+static int names_add(struct names *nm, const char *s, size_t len)
+{
+	if (nm->n + 2 > nm->cap) {
+		size_t cap = nm->cap ? 2 * nm->cap : 16;
+		char **v = realloc(nm->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		nm->v = v;
+		nm->cap = cap;
+	}
+	nm->v[nm->n] = strndup(s, len);
+	if (!nm->v[nm->n])
+		return -ENOMEM;
+	nm->n++;
+	nm->v[nm->n] = NULL;
+	return 0;
+}
+
+/* Expand "prefix[ranges]suffix" where @lb..@rb are the brackets. */
+static int expand_ranges(struct names *nm, const char *item, size_t len,
+			 const char *lb, const char *rb, const char *expr)
+{
+	const char *p = lb + 1;
+	size_t plen = lb - item;
+	const char *suffix = rb + 1;
+	size_t slen = item + len - suffix;
+
+	while (p < rb) {
+		char *end;
+		unsigned long lo, hi;
+		int width;
+
+		if (!isdigit((unsigned char)*p))
+			goto bad;
+		lo = strtoul(p, &end, 10);
+		width = (int)(end - p);
+		hi = lo;
+		p = end;
+		if (*p == '-') {
+			p++;
+			if (!isdigit((unsigned char)*p))
+				goto bad;
+			hi = strtoul(p, &end, 10);
+			p = end;
+		}
+		if (hi < lo || hi - lo > HOSTLIST_MAX || nm->n + (hi - lo) > HOSTLIST_MAX)
+			goto bad;
+		if (p < rb && *p++ != ',')
+			goto bad;
+		for (unsigned long i = lo; i <= hi; i++) {
+			char buf[512];
+			int n = snprintf(buf, sizeof(buf), "%.*s%0*lu%.*s",
+					 (int)plen, item, width, i, (int)slen,
+					 suffix);
+			int rc;
+
+			if (n < 0 || (size_t)n >= sizeof(buf))
+				goto bad;
+			rc = names_add(nm, buf, (size_t)n);
+			if (rc < 0)
+				return rc;
+		}
+	}
+	return 0;
+bad:
+	return ar_seterr(-AR_EINVAL, "hostlist \"%s\": bad range in \"%.*s\"",
+			 expr, (int)len, item);
+}
+
+int ar_hostlist_expand(const char *expr, char ***hostsp, size_t *np)
+{
+	struct names nm = { 0 };
+	const char *p = expr;
+	int rc = 0;
+
+	*hostsp = NULL;
+	*np = 0;
+	if (!expr || !*expr)
+		return ar_seterr(-AR_EINVAL, "hostlist is empty");
+
+	while (*p) {
+		const char *item = p, *lb = NULL, *rb = NULL;
+		int depth = 0;
+
+		/* An item ends at a comma outside brackets. */
+		for (; *p && (depth || *p != ','); p++) {
+			if (*p == '[') {
+				if (depth || lb)
+					goto bad;
+				depth = 1;
+				lb = p;
+			} else if (*p == ']') {
+				if (!depth)
+					goto bad;
+				depth = 0;
+				rb = p;
+			} else if (isspace((unsigned char)*p)) {
+				goto bad;
+			}
+		}
+		if (depth || p == item)
+			goto bad;
+		if (lb)
+			rc = expand_ranges(&nm, item, p - item, lb, rb, expr);
+		else
+			rc = names_add(&nm, item, p - item);
+		if (rc < 0)
+			goto fail;
+		if (*p == ',') {
+			p++;
+			if (!*p)
+				goto bad;
+		}
+	}
+	*hostsp = nm.v;
+	*np = nm.n;
+	return 0;
+bad:
+	rc = ar_seterr(-AR_EINVAL, "hostlist \"%s\" does not parse", expr);
+fail:
+	for (size_t i = 0; i < nm.n; i++)
+		free(nm.v[i]);
+	free(nm.v);
+	return rc;
+}
+
+void ar_hostlist_free(char **hosts)
+{
+	if (!hosts)
+		return;
+	for (char **h = hosts; *h; h++)
+		free(*h);
+	free(hosts);
+}

@@ -1,0 +1,64 @@
+/* Hostlist expansion: Slurm syntax, zero padding, and refusals. */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "ar.h"
+
+static void expands_ranges_with_padding(void **state)
+{
+	char **h;
+	size_t n;
+
+	assert_int_equal(ar_hostlist_expand("gpu[008-010,012],login", &h, &n), 0);
+	assert_int_equal(n, 5);
+	assert_string_equal(h[0], "gpu008");
+	assert_string_equal(h[2], "gpu010");
+	assert_string_equal(h[3], "gpu012");
+	assert_string_equal(h[4], "login");
+	assert_null(h[5]);
+	ar_hostlist_free(h);
+}
+
+static void keeps_suffix(void **state)
+{
+	char **h;
+	size_t n;
+
+	assert_int_equal(ar_hostlist_expand("n[1-2]-ib", &h, &n), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(h[1], "n2-ib");
+	ar_hostlist_free(h);
+}
+
+static void refuses_malformed(void **state)
+{
+	static const char *const bad[] = {
+		"", "gpu[1-", "gpu[3-1]", "gpu]", "a,,b", "a,", "gpu[a-b]",
+		"gpu[1-2][3]", "gp u1", "gpu[1-2000000]",
+	};
+	char **h;
+	size_t n;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(ar_hostlist_expand(bad[i], &h, &n), -AR_EINVAL);
+		assert_null(h);
+		assert_non_null(strstr(ar_errmsg(), "hostlist"));
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(expands_ranges_with_padding),
+		cmocka_unit_test(keeps_suffix),
+		cmocka_unit_test(refuses_malformed),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

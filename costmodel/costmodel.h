@@ -1,0 +1,375 @@
+/*
+ * costmodel.h - libarachne: GPU, model and layer profiles, cluster
+ * compositions, plans and their JSON form, the memory check, the
+ * iteration-time model and the arithmetic fill of the paper's §5.3.
+ *
+ * Every planner (the learned one, the baselines, the exhaustive reference)
+ * prices plans through this one model, so their numbers compare.
+ *
+ * Conventions: int functions return 0 on success and -errno or -AR_E*
+ * (common/ar.h) on failure, with a message naming what was wrong in
+ * ar_errmsg().  A loaded struct costmodel is read-only afterwards: any
+ * number of threads may price and fill plans with it at once.
+ *
+ * Units: time in seconds unless a name says _ms, memory in bytes unless a
+ * name says _gib (2^30 bytes), bandwidth in GB/s (10^9 bytes/s) unless a
+ * name says _gbps (10^9 bits/s, as network links are sold).
+ */
+#ifndef AR_COSTMODEL_H
+#define AR_COSTMODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define COSTMODEL_MAX_GPU_TYPES	16	/* GPU profiles one model may load */
+#define COSTMODEL_MAX_DEPTH	16	/* stages in one pipeline (Dmax bound) */
+#define COSTMODEL_MAX_TP	8	/* largest TP degree (a node's GPUs) */
+#define COSTMODEL_NUM_TP	4	/* TP degrees 1, 2, 4, 8 */
+#define COSTMODEL_MAX_MBS	16	/* largest micro-batch size profiled */
+#define COSTMODEL_NUM_MBS	5	/* micro-batch sizes 1, 2, 4, 8, 16 */
+#define COSTMODEL_MAX_NODE_GPUS	16	/* GPUs one node may have */
+#define COSTMODEL_NAME_MAX	32
+
+/* ---------------------------------------------------------------------
+ * Profiles (profiles/gpus/NAME.ini, profiles/models/NAME.ini,
+ * profiles/layers/MODEL/GPU.ini; docs/profiles.md gives the formats).
+ * ------------------------------------------------------------------- */
+
+struct costmodel_gpu {
+	char name[COSTMODEL_NAME_MAX];	/* "h100" */
+	double memory_gib;		/* device memory */
+	double peak_tflops;		/* dense BF16 */
+	double hbm_GBps;		/* device memory bandwidth */
+	double intra_node_GBps;		/* GPU to GPU inside a node, per direction */
+	double network_gbps;		/* one node's network link */
+	int max_gpus_per_node;		/* largest node built with this GPU */
+	double price_per_hour;		/* USD per GPU-hour */
+};
+
+struct costmodel_model {
+	char name[COSTMODEL_NAME_MAX];	/* "llama3-8b" */
+	int blocks;			/* transformer blocks */
+	int hidden;
+	int ffn;			/* dense FFN width */
+	int heads;
+	int kv_heads;
+	int head_dim;
+	int vocab;
+	int experts;			/* routed experts; 0 for a dense model */
+	int top_k;
+	int expert_ffn;			/* FFN width of one expert */
+	int shared_experts;		/* always-active experts per MoE block */
+	int dense_layers;		/* leading blocks that are dense in an MoE model */
+	bool gated;			/* SwiGLU FFN (three matrices) */
+	/* training defaults */
+	int seq_len;
+	int global_batch;
+	double state_bytes_per_param;	/* weights + gradients + optimizer */
+	bool activation_checkpointing;
+};
+
+/* Layer types: the repeated structures a model's layer list is made of. */
+enum costmodel_layer_type {
+	COSTMODEL_LAYER_EMBED,		/* token embedding */
+	COSTMODEL_LAYER_BLOCK,		/* dense transformer block */
+	COSTMODEL_LAYER_ATTN,		/* MoE block without its routed experts */
+	COSTMODEL_LAYER_EXPERT,		/* the routed experts of an MoE block */
+	COSTMODEL_LAYER_HEAD,		/* final norm, LM head and loss */
+	COSTMODEL_NUM_LAYER_TYPES
+};
+
+/*
+ * One profile entry: one layer of @type on one GPU of a TP group of @tp
+ * (for EXPERT: an ETP group) at micro-batch size mbs.  For EXPERT the
+ * entry covers the expert work of mbs * seq_len * top_k token slots on a
+ * GPU that holds every expert sliced @tp ways; the cost model scales it to
+ * the stage's actual share (docs/costmodel.md).
+ */
+struct costmodel_layer_profile {
+	double fwd_ms;			/* forward compute */
+	double bwd_ms;			/* backward compute */
+	double comm_ms;			/* TP/ETP collectives, forward + backward */
+	double act_bytes;		/* activations kept per micro-batch */
+	double param_bytes;		/* BF16 weights held per GPU */
+	bool present;			/* false: the profiles lack this entry */
+	bool measured;			/* from arachne-profile measure */
+};
+
+/* ---------------------------------------------------------------------
+ * The loaded model: one model's architecture, every GPU profile, and the
+ * layer profiles of the model on each GPU.
+ * ------------------------------------------------------------------- */
+
+struct costmodel;
+
+struct costmodel_opts {
+	const char *profiles_dir;	/* NULL: $AR_PROFILES, else the installed dir */
+	int global_batch;		/* 0: the model's default */
+	int seq_len;			/* 0: the model's default; must match profiles */
+	double runtime_overhead_gib;	/* 0: default (1.5 GiB per GPU) */
+};
+
+/*
+ * costmodel_load() - load model @model_name with every GPU profile and the
+ * model's layer profiles from @opts->profiles_dir.  Stores a new model in
+ * *@cmp (caller frees with costmodel_destroy()).  -AR_ENOTFOUND names an
+ * unknown model; -AR_EINVAL names the file and field that is broken.
+ */
+int costmodel_load(const char *model_name, const struct costmodel_opts *opts,
+		   struct costmodel **cmp);
+void costmodel_destroy(struct costmodel *cm);
+
+const struct costmodel_model *costmodel_model(const struct costmodel *cm);
+int costmodel_num_gpus(const struct costmodel *cm);
+const struct costmodel_gpu *costmodel_gpu(const struct costmodel *cm, int type);
+int costmodel_gpu_find(const struct costmodel *cm, const char *name); /* -1 */
+const char *costmodel_profiles_dir(const struct costmodel *cm);
+
+/*
+ * The model's layer list: 0 is the embedding, 1..blocks the transformer
+ * blocks, blocks+1 the head.  Plans name layers by these indices.
+ */
+int costmodel_num_layers(const struct costmodel *cm);
+bool costmodel_layer_is_moe(const struct costmodel *cm, int layer);
+
+/*
+ * costmodel_profile() - the entry for (@gpu, @tp, @mbs, @type); NULL when
+ * the profiles hold none (exact lookups only, as in the paper).
+ */
+const struct costmodel_layer_profile *
+costmodel_profile(const struct costmodel *cm, int gpu, int tp, int mbs,
+		  enum costmodel_layer_type type);
+
+/* ---------------------------------------------------------------------
+ * Cluster compositions (cluster JSON, ARCHITECTURE.md).
+ * ------------------------------------------------------------------- */
+
+struct costmodel_node {
+	char *name;			/* hostname, or "h100-0007" when anonymous */
+	int gpu;			/* GPU type index */
+	int gpus;			/* GPUs in this node */
+};
+
+struct costmodel_cluster {
+	char *name;
+	struct costmodel_node *nodes;
+	size_t nnodes;
+	double inter_node_gbps;		/* > 0 overrides the profiles' network_gbps */
+};
+
+/*
+ * costmodel_cluster_from_json() / _load() - parse a cluster composition.
+ * Node names come from "hosts" (a Slurm hostlist) or are generated for
+ * "count" entries.  The caller frees *@clp with costmodel_cluster_free().
+ */
+int costmodel_cluster_from_json(const struct costmodel *cm, const json_t *root,
+				struct costmodel_cluster **clp);
+int costmodel_cluster_load(const struct costmodel *cm, const char *path,
+			   struct costmodel_cluster **clp);
+json_t *costmodel_cluster_to_json(const struct costmodel *cm,
+				  const struct costmodel_cluster *cl);
+void costmodel_cluster_free(struct costmodel_cluster *cl);
+int costmodel_cluster_total_gpus(const struct costmodel_cluster *cl);
+/* Index of the node called @name, or -1. */
+int costmodel_cluster_node_find(const struct costmodel_cluster *cl,
+				const char *name);
+
+/* ---------------------------------------------------------------------
+ * Plans.  A plan is a list of templates; a template is a pipeline of
+ * stages replicated @replicas times.  Placement names, for each replica
+ * and stage, the node and the GPUs of that stage's TP group.
+ * ------------------------------------------------------------------- */
+
+struct costmodel_stage {
+	int gpu;			/* GPU type index */
+	int tp;				/* TP degree of attention/dense layers */
+	int first_layer;		/* inclusive indices into the layer list */
+	int last_layer;
+	int ep, etp, edp;		/* expert layout over tp * replicas GPUs */
+	double peak_mem_gib;		/* filled by pricing */
+	double time_s;			/* per micro-batch, fwd+bwd+comm; pricing */
+	double sync_s;			/* gradient synchronization; pricing */
+};
+
+struct costmodel_group {
+	int node;			/* node index in the cluster */
+	uint8_t gpu[COSTMODEL_MAX_TP];	/* GPU indices inside the node; tp used */
+};
+
+struct costmodel_template {
+	int nstages;
+	struct costmodel_stage stages[COSTMODEL_MAX_DEPTH];
+	int replicas;
+	int micro_batches;		/* per replica and iteration */
+	struct costmodel_group *placement; /* [replicas][nstages], owned */
+};
+
+struct costmodel_prediction {
+	double iter_s;			/* one iteration of the global batch */
+	double iters_per_s;
+	double samples_per_s;
+	double pipeline_s;		/* slowest pipeline's 1F1B time */
+	double sync_s;			/* slowest gradient synchronization */
+};
+
+struct costmodel_plan {
+	int micro_batch;		/* micro-batch size, the same plan-wide */
+	int global_batch;
+	int seq_len;
+	int ntemplates;
+	struct costmodel_template *templates;	/* owned */
+	struct costmodel_prediction predicted;	/* filled by pricing */
+	/* what produced it */
+	char planner[COSTMODEL_NAME_MAX];
+	double planning_s;
+	long plans_priced;
+	bool search_complete;
+};
+
+/* A new empty plan for @cm (no templates, the model's batch and seq len). */
+struct costmodel_plan *costmodel_plan_create(const struct costmodel *cm);
+void costmodel_plan_free(struct costmodel_plan *plan);
+/* Deep copy; NULL on ENOMEM. */
+struct costmodel_plan *costmodel_plan_clone(const struct costmodel_plan *plan);
+/* Deep copy into an existing plan, reusing its storage. */
+int costmodel_plan_copy(struct costmodel_plan *dst,
+			const struct costmodel_plan *src);
+int costmodel_plan_total_gpus(const struct costmodel_plan *plan);
+
+/*
+ * costmodel_plan_to_json() - the plan JSON of ARCHITECTURE.md, with the
+ * unused GPUs of @cl listed.  Caller owns the reference.
+ */
+json_t *costmodel_plan_to_json(const struct costmodel *cm,
+			       const struct costmodel_cluster *cl,
+			       const struct costmodel_plan *plan);
+/*
+ * costmodel_plan_from_json() - parse plan JSON against @cl and check it:
+ * known GPU types matching the placement's nodes, layers covering the
+ * model exactly once per pipeline, every GPU used at most once, TP groups
+ * inside one node, expert layouts that multiply out.  It does not price.
+ */
+int costmodel_plan_from_json(const struct costmodel *cm,
+			     const struct costmodel_cluster *cl,
+			     const json_t *root, struct costmodel_plan **planp);
+
+/*
+ * costmodel_plan_check() - the structural invariants above, for a plan
+ * built in memory.  0 or -AR_EINVAL with the broken invariant named.
+ */
+int costmodel_plan_check(const struct costmodel *cm,
+			 const struct costmodel_cluster *cl,
+			 const struct costmodel_plan *plan);
+
+/*
+ * costmodel_plan_price() - the memory check, then the iteration time.
+ * Fills every stage's peak_mem_gib, time_s and sync_s, and
+ * @plan->predicted.  Templates with micro_batches == 0 get the global
+ * batch split among them in proportion to their speed first.
+ * -AR_EINFEASIBLE (with the stage that does not fit named) when a stage
+ * exceeds its GPU's memory; -AR_ENOPROFILE when a lookup misses.
+ */
+int costmodel_plan_price(const struct costmodel *cm,
+			 const struct costmodel_cluster *cl,
+			 struct costmodel_plan *plan);
+
+/* ---------------------------------------------------------------------
+ * The arithmetic fill (§5.3).
+ * ------------------------------------------------------------------- */
+
+/* A structural template: what a planner chooses. */
+struct costmodel_shape {
+	int depth;
+	int gpu[COSTMODEL_MAX_DEPTH];
+	int tp[COSTMODEL_MAX_DEPTH];
+};
+
+/*
+ * Free GPUs of a cluster: what the templates placed so far leave.  Cheap
+ * to copy (a flat array), so searches keep one per branch.
+ */
+struct costmodel_pool {
+	int nnodes;
+	uint16_t *free_mask;		/* [nnodes] bit g: GPU g of the node is free */
+	int free_by_type[COSTMODEL_MAX_GPU_TYPES];
+	/* free_hist[type][k]: nodes of this type with exactly k free GPUs */
+	int free_hist[COSTMODEL_MAX_GPU_TYPES][COSTMODEL_MAX_NODE_GPUS + 1];
+};
+
+int costmodel_pool_init(struct costmodel_pool *pool,
+			const struct costmodel_cluster *cl);
+void costmodel_pool_fini(struct costmodel_pool *pool);
+int costmodel_pool_copy(struct costmodel_pool *dst,
+			const struct costmodel_pool *src);
+/* Largest number of free GPUs of @type in one node. */
+int costmodel_pool_largest_free(const struct costmodel_pool *pool, int type);
+
+/* Options of the fill; zeroed means the defaults. */
+struct costmodel_fill_opts {
+	int max_replicas;		/* > 0 caps the replica count */
+	int fixed_micro_batch;		/* > 0: price only this size */
+	bool uniform_layers;		/* split blocks evenly (Sailor's rule) */
+	bool no_expert_tiling;		/* pin ETP = TP, EP = 1 (baselines) */
+	bool keep_layers;		/* keep the shape's earlier layer splits */
+};
+
+/*
+ * costmodel_fill_add() - the paper's one call: complete @shape against the
+ * GPUs left in @pool and the plan so far, and price the result.
+ *
+ * Packs each stage's TP group into a node of its GPU type (exact-size
+ * nodes first, a group never crosses a node), takes the largest replica
+ * count the packing admits, splits the layers by profiled speed within
+ * each stage's memory, tiles every MoE stage over the EP x ETP x EDP
+ * factorizations that fit, and selects the micro-batch size that makes
+ * the whole plan fastest.  On success @plan holds the new template, the
+ * chosen micro-batch and the prediction, and @pool has the GPUs taken.
+ * On failure @plan and @pool are unchanged and the reason is in
+ * ar_errmsg() (-AR_EINFEASIBLE for "does not fit", -AR_ENOPROFILE).
+ */
+int costmodel_fill_add(const struct costmodel *cm,
+		       const struct costmodel_cluster *cl,
+		       struct costmodel_pool *pool,
+		       struct costmodel_plan *plan,
+		       const struct costmodel_shape *shape,
+		       const struct costmodel_fill_opts *opts);
+
+/*
+ * costmodel_fill_replicas() - the replica count that packing @shape into
+ * @pool admits (0 when not one fits), without changing anything.
+ */
+int costmodel_fill_replicas(const struct costmodel *cm,
+			    const struct costmodel_pool *pool,
+			    const struct costmodel_shape *shape);
+
+/*
+ * costmodel_plan_refill() - re-run the split, tiling and micro-batch
+ * choice for an existing plan whose placement is fixed, and price it.
+ */
+int costmodel_plan_refill(const struct costmodel *cm,
+			  const struct costmodel_cluster *cl,
+			  struct costmodel_plan *plan,
+			  const struct costmodel_fill_opts *opts);
+
+/*
+ * costmodel_stage_speed() - samples per second one replica of a stage of
+ * (@gpu, @tp) would sustain on the whole model at its best profiled
+ * micro-batch, ignoring memory and pipeline bubbles; an optimistic rate
+ * that search bounds and policy features use.  0 when no profile exists.
+ */
+double costmodel_stage_speed(const struct costmodel *cm, int gpu, int tp);
+
+/* Bytes one block's state takes on a GPU at @tp (weights+grads+optimizer). */
+double costmodel_block_state_bytes(const struct costmodel *cm, int gpu, int tp);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AR_COSTMODEL_H */

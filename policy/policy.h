@@ -1,0 +1,46 @@
+/*
+ * policy.h - libarpolicy: the planners.  The learned planner of the paper
+ * (template construction under feasibility masks by a trained policy) and
+ * the search planners it is compared with (AMP, Sailor, Metis, HexiScale,
+ * Espresso) and held to (exhaustive), all priced by libarachne.
+ */
+#ifndef AR_POLICY_H
+#define AR_POLICY_H
+
+#include <stdbool.h>
+
+#include "costmodel.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What one planning call is asked to do. */
+struct policy_request {
+	const struct costmodel *cm;		/* borrowed */
+	const struct costmodel_cluster *cl;	/* borrowed */
+	const char *planner;			/* NULL: "arachne" */
+	double budget_s;			/* <= 0: 600 s, as in the paper */
+	const char *policy_path;		/* weights for "arachne"; NULL: shipped */
+	int threads;				/* <= 0: all online CPUs */
+	unsigned long seed;
+	bool quiet;				/* no progress on stderr */
+};
+
+/*
+ * policy_plan() - plan @req->cl for @req->cm with the named planner.  On
+ * success *@planp is a priced plan (caller frees with
+ * costmodel_plan_free()) with planner, planning_s, plans_priced and
+ * search_complete set.  -AR_EINFEASIBLE when no plan fits (the reason in
+ * ar_errmsg()), -AR_ENOTFOUND for an unknown planner name, -AR_ENOTBUILT
+ * for a planner this build does not have yet.
+ */
+int policy_plan(const struct policy_request *req, struct costmodel_plan **planp);
+
+/* NULL-terminated list of planner names, for --help and errors. */
+const char *const *policy_planner_names(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AR_POLICY_H */
