@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <jansson.h>
 
@@ -67,7 +68,10 @@ struct costmodel_model {
 	int expert_ffn;			/* FFN width of one expert */
 	int shared_experts;		/* always-active experts per MoE block */
 	int dense_layers;		/* leading blocks that are dense in an MoE model */
+	int q_lora_rank;		/* MLA query compression; 0 for GQA */
+	int kv_lora_rank;		/* MLA key/value compression; 0 for GQA */
 	bool gated;			/* SwiGLU FFN (three matrices) */
+	bool tied_embeddings;		/* head shares the embedding matrix */
 	/* training defaults */
 	int seq_len;
 	int global_batch;
@@ -114,6 +118,7 @@ struct costmodel_opts {
 	int global_batch;		/* 0: the model's default */
 	int seq_len;			/* 0: the model's default; must match profiles */
 	double runtime_overhead_gib;	/* 0: default (1.5 GiB per GPU) */
+	bool no_layer_profiles;		/* GPU and model profiles only (synth) */
 };
 
 /*
@@ -146,6 +151,15 @@ bool costmodel_layer_is_moe(const struct costmodel *cm, int layer);
 const struct costmodel_layer_profile *
 costmodel_profile(const struct costmodel *cm, int gpu, int tp, int mbs,
 		  enum costmodel_layer_type type);
+
+/*
+ * costmodel_synth_profile() - write the analytic layer profile of the
+ * loaded model on GPU type @gpu to @out, in the INI format of
+ * profiles/layers/MODEL/GPU.ini (every TP degree up to the GPU's node size
+ * and every micro-batch size), labelled "source = analytic".  The
+ * efficiency model is documented in docs/profiles.md.
+ */
+int costmodel_synth_profile(const struct costmodel *cm, int gpu, FILE *out);
 
 /* ---------------------------------------------------------------------
  * Cluster compositions (cluster JSON, ARCHITECTURE.md).
@@ -317,7 +331,6 @@ struct costmodel_fill_opts {
 	int fixed_micro_batch;		/* > 0: price only this size */
 	bool uniform_layers;		/* split blocks evenly (Sailor's rule) */
 	bool no_expert_tiling;		/* pin ETP = TP, EP = 1 (baselines) */
-	bool keep_layers;		/* keep the shape's earlier layer splits */
 };
 
 /*
