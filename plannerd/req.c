@@ -243,7 +243,8 @@ int req_parse(const char *line, size_t len, struct req *req)
 	memset(req, 0, sizeof(*req));
 	req->uid = -1;
 	req->horizon_s = -1;
-	root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	root = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY,
+			  &jerr);
 	if (!root)
 		return ar_seterr(-AR_EPROTO, "malformed JSON at column %d: %s",
 				 jerr.column, jerr.text);
