@@ -544,12 +544,12 @@ void conf_print_directives(FILE *out)
 	for (size_t i = 0; i < NDIRECTIVES; i++) {
 		const struct conf_directive *d = &conf_directives[i];
 
-		fprintf(out, ".TP\n.BR %s \" = \" \\fI%s\\fR", d->name,
+		fprintf(out, ".TP\n\\fB%s\\fR = \\fI%s\\fR", d->name,
 			conf_kind_names[d->kind]);
 		if (d->defval) {
-			fputs(" (default: ", out);
+			fputs(" (default: \\fB", out);
 			conf_print_troff(out, d->defval[0] ? d->defval : "\"\"");
-			fputc(')', out);
+			fputs("\\fR)", out);
 		}
 		fputc('\n', out);
 		conf_print_troff(out, d->doc);

@@ -186,8 +186,8 @@ static void test_directives(void **state)
 	for (char *p = text; (p = strstr(p, ".TP\n")); p++)
 		n++;
 	assert_int_equal(n, 20);
-	assert_non_null(strstr(text, ".BR budget_s "));
-	assert_non_null(strstr(text, ".BR node_map "));
+	assert_non_null(strstr(text, "\\fBbudget_s\\fR = \\fInumber\\fR (default: \\fB10\\fR)"));
+	assert_non_null(strstr(text, "\\fBnode_map\\fR = \\fIlist\\fR\n"));
 	free(text);
 }
 
