@@ -83,6 +83,7 @@ plannerd_start() {
 		--topology "$PLANNERD_FIXTURES/topo-4gpu.xml" "$@" \
 		>>plannerd.log 2>&1 &
 	echo $! >plannerd.pid
+	PLANNERD_PIDS="$PLANNERD_PIDS $!"
 	i=0
 	while ! "$ARACHNECTL" -s "$PWD/plannerd.sock" ping >/dev/null 2>&1; do
 		i=$((i + 1))
@@ -93,6 +94,11 @@ plannerd_start() {
 		sleep 0.1
 	done
 }
+
+# No daemon outlives its test, whatever the outcome (sharness's own EXIT
+# trap is "die"; it still runs after the daemons are gone).
+PLANNERD_PIDS=
+trap 'for p in $PLANNERD_PIDS; do kill -9 "$p" 2>/dev/null; done; die' EXIT
 
 # plannerd_stop: SIGTERM, then wait for the exit status (0 expected).
 plannerd_stop() {
