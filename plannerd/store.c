@@ -13,6 +13,8 @@
 #include "hmap.h"
 #include "store.h"
 
+#define STORE_WRITE_STRIPES	64
+
 struct store_job {
 	uid_t uid;
 	char *key;			/* store_request_key() of the request */
@@ -22,8 +24,9 @@ struct store_job {
 struct store {
 	char *dir;			/* STATE_DIR/jobs */
 	pthread_mutex_t lock;		/* guards jobs */
-	pthread_mutex_t write_lock;	/* one writer at a time: the file on
-					 * disk and the index agree */
+	/* One writer per job at a time, so that the file on disk and the
+	 * index agree; writes of different jobs (their fsyncs) overlap. */
+	pthread_mutex_t write_locks[STORE_WRITE_STRIPES];
 	struct hmap *jobs;		/* job id -> struct store_job */
 };
 
@@ -36,6 +39,15 @@ static void store_job_free(void *p)
 	free(sj->key);
 	json_decref(sj->doc);
 	free(sj);
+}
+
+static pthread_mutex_t *store_write_lock(struct store *store, const char *job)
+{
+	unsigned int h = 5381;
+
+	for (; *job; job++)
+		h = h * 33 + (unsigned char)*job;
+	return &store->write_locks[h % STORE_WRITE_STRIPES];
 }
 
 char *store_request_key(const json_t *request)
@@ -126,7 +138,8 @@ int store_open(const char *state_dir, struct store **storep)
 	if (!store)
 		return -ENOMEM;
 	pthread_mutex_init(&store->lock, NULL);
-	pthread_mutex_init(&store->write_lock, NULL);
+	for (int i = 0; i < STORE_WRITE_STRIPES; i++)
+		pthread_mutex_init(&store->write_locks[i], NULL);
 	store->jobs = hmap_create(store_job_free);
 	if (!store->jobs || asprintf(&store->dir, "%s/jobs", state_dir) < 0) {
 		store->dir = NULL;
@@ -159,7 +172,8 @@ void store_close(struct store *store)
 		return;
 	hmap_destroy(store->jobs);
 	pthread_mutex_destroy(&store->lock);
-	pthread_mutex_destroy(&store->write_lock);
+	for (int i = 0; i < STORE_WRITE_STRIPES; i++)
+		pthread_mutex_destroy(&store->write_locks[i]);
 	free(store->dir);
 	free(store);
 }
@@ -200,6 +214,7 @@ int store_put(struct store *store, const char *job, uid_t uid, json_t *doc)
 {
 	struct store_job *sj = store_job_create(doc, uid);
 	char *path = NULL, *text = NULL;
+	pthread_mutex_t *wlock;
 	int rc;
 
 	if (!sj)
@@ -210,7 +225,8 @@ int store_put(struct store *store, const char *job, uid_t uid, json_t *doc)
 		rc = -ENOMEM;
 		goto out;
 	}
-	pthread_mutex_lock(&store->write_lock);
+	wlock = store_write_lock(store, job);
+	pthread_mutex_lock(wlock);
 	rc = ar_file_write_atomic(path, text, strlen(text), 0600);
 	if (rc == 0) {
 		pthread_mutex_lock(&store->lock);
@@ -221,7 +237,7 @@ int store_put(struct store *store, const char *job, uid_t uid, json_t *doc)
 	} else {
 		ar_seterr(rc, "%s: cannot write: %s", path, strerror(-rc));
 	}
-	pthread_mutex_unlock(&store->write_lock);
+	pthread_mutex_unlock(wlock);
 out:
 	store_job_free(sj);
 	free(text);
@@ -231,12 +247,13 @@ out:
 
 int store_forget(struct store *store, const char *job)
 {
+	pthread_mutex_t *wlock = store_write_lock(store, job);
 	char *path = NULL;
 	int rc = 0;
 
 	if (asprintf(&path, "%s/%s.json", store->dir, job) < 0)
 		return -ENOMEM;
-	pthread_mutex_lock(&store->write_lock);
+	pthread_mutex_lock(wlock);
 	pthread_mutex_lock(&store->lock);
 	if (!hmap_remove(store->jobs, job))
 		rc = ar_seterr(-AR_ENOTFOUND, "job %s: no stored plan", job);
@@ -244,7 +261,7 @@ int store_forget(struct store *store, const char *job)
 	if (rc == 0 && unlink(path) < 0 && errno != ENOENT)
 		ar_log(LOG_WARNING, "%s: cannot remove: %s", path,
 		       strerror(errno));
-	pthread_mutex_unlock(&store->write_lock);
+	pthread_mutex_unlock(wlock);
 	free(path);
 	return rc;
 }
