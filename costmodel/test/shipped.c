@@ -262,12 +262,117 @@ static void test_layer_files(void **state)
 	free_names(models, nm);
 }
 
+/* Every cluster file loads; the number in its name is its GPU count. */
+static void test_cluster_files(void **state)
+{
+	static const int ls_total[] = { 52, 104, 208, 312, 416 };
+	struct costmodel_opts opts = {
+		.profiles_dir = profiles_dir(), .no_layer_profiles = true,
+	};
+	struct costmodel *cm = NULL;
+	char dir[PATH_MAX], path[PATH_MAX * 2];
+	struct dirent *de;
+	DIR *dp;
+	int nfiles = 0;
+
+	(void)state;
+	if (costmodel_load("llama3-8b", &opts, &cm) < 0)
+		fail_msg("%s", ar_errmsg());
+	snprintf(dir, sizeof(dir), "%s/clusters", profiles_dir());
+	dp = opendir(dir);
+	assert_non_null(dp);
+	while ((de = readdir(dp))) {
+		struct costmodel_cluster *cl = NULL;
+		size_t len = strlen(de->d_name);
+		const char *dash;
+		int total, ls;
+
+		if (len <= 5 || strcmp(de->d_name + len - 5, ".json"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (costmodel_cluster_load(cm, path, &cl) < 0)
+			fail_msg("%s: %s", path, ar_errmsg());
+		total = costmodel_cluster_total_gpus(cl);
+		dash = strrchr(de->d_name, '-');
+		if (sscanf(de->d_name, "ls%d.json", &ls) == 1) {
+			assert_true(ls >= 1 && ls <= 5);
+			if (total != ls_total[ls - 1])
+				fail_msg("%s: %d GPUs, expected %d", path,
+					 total, ls_total[ls - 1]);
+		} else if (dash && atoi(dash + 1) > 0 &&
+			   total != atoi(dash + 1)) {
+			fail_msg("%s: %d GPUs, its name says %d", path, total,
+				 atoi(dash + 1));
+		}
+		costmodel_cluster_free(cl);
+		nfiles++;
+	}
+	closedir(dp);
+	assert_true(nfiles >= 29);
+	costmodel_destroy(cm);
+}
+
+/* profiles/Makefile.am lists every data file, so that dist ships it. */
+static void test_makefile_lists_everything(void **state)
+{
+	static const char *const subs[] = {
+		"gpus", "models", "clusters", NULL,
+	};
+	char path[PATH_MAX * 2], want[PATH_MAX * 2];
+	char *am, **models;
+	size_t nm;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/Makefile.am", profiles_dir());
+	am = slurp(path);
+	if (!am)
+		fail_msg("%s: %s", path, strerror(errno));
+	for (int i = 0; subs[i]; i++) {
+		struct dirent *de;
+		DIR *dp;
+
+		snprintf(path, sizeof(path), "%s/%s", profiles_dir(), subs[i]);
+		dp = opendir(path);
+		assert_non_null(dp);
+		while ((de = readdir(dp))) {
+			if (de->d_name[0] == '.')
+				continue;
+			snprintf(want, sizeof(want), "\t%s/%s \\\n", subs[i],
+				 de->d_name);
+			if (!strstr(am, want))
+				fail_msg("profiles/Makefile.am does not list %s/%s",
+					 subs[i], de->d_name);
+		}
+		closedir(dp);
+	}
+	models = list_ini("models", &nm);
+	for (size_t i = 0; i < nm; i++) {
+		size_t ng;
+		char **gpus;
+
+		snprintf(path, sizeof(path), "layers/%s", models[i]);
+		gpus = list_ini(path, &ng);
+		for (size_t j = 0; j < ng; j++) {
+			snprintf(want, sizeof(want), "\tlayers/%s/%s.ini \\\n",
+				 models[i], gpus[j]);
+			if (!strstr(am, want))
+				fail_msg("profiles/Makefile.am does not list layers/%s/%s.ini",
+					 models[i], gpus[j]);
+		}
+		free_names(gpus, ng);
+	}
+	free_names(models, nm);
+	free(am);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gpu_and_model_files),
 		cmocka_unit_test(test_deepseek_expert_state),
 		cmocka_unit_test(test_layer_files),
+		cmocka_unit_test(test_cluster_files),
+		cmocka_unit_test(test_makefile_lists_everything),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
