@@ -106,6 +106,8 @@ static int write_profile(const struct profile_args *a,
 	FILE *mem;
 	int rc;
 
+	if ((rc = mkdir_one(out_dir)) < 0)
+		return rc;
 	snprintf(path, sizeof(path), "%s/layers", out_dir);
 	if ((rc = mkdir_one(path)) < 0)
 		return rc;
