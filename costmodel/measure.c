@@ -2,7 +2,8 @@
  * measure.c - arachne-profile measure: the operation lists of synth.h
  * timed on this machine's GPU 0 with cuBLAS (BF16 in, FP32 accumulate)
  * and CUDA events, and the TP collectives with NCCL over the first TP
- * GPUs (measure_nccl.c).  Built only when configure found CUDA.
+ * GPUs (measure_nccl.c) when the machine has that many; otherwise they
+ * keep their analytic time.  Built only when configure found CUDA.
  *
  * What is timed and what is not (docs/profiles.md): every GEMM of the
  * forward pass, and for the backward its two gradient GEMMs (input:
@@ -232,7 +233,8 @@ static int op_time(struct measure_ctx *mc, const struct synth_op *op,
 	return 0;
 }
 
-/* One all-reduce: NCCL when this machine has the GPUs, else analytic. */
+/* One all-reduce: NCCL when this machine has the group's GPUs, else
+ * analytic. */
 static int allreduce_s(struct measure_ctx *mc, const struct costmodel_gpu *g,
 		       int tp, double bytes, double *seconds)
 {
@@ -240,7 +242,7 @@ static int allreduce_s(struct measure_ctx *mc, const struct costmodel_gpu *g,
 		*seconds = 0;
 		return 0;
 	}
-	if (!mc->comm) {
+	if (!mc->comm || tp > mc->ngpus) {
 		*seconds = costmodel_synth_allreduce_s(g, bytes, tp);
 		return 0;
 	}
@@ -369,7 +371,7 @@ int measure_run(const struct costmodel *cm, int gpu,
 	if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess)
 		snprintf(prop.name, sizeof(prop.name), "GPU 0");
 	if (mc.ngpus > 1 && measure_allreduce_init(mc.ngpus, &mc.comm) == 0)
-		comm_how = "NCCL all-reduce";
+		comm_how = "NCCL all-reduce up to that many GPUs, analytic above";
 	else
 		comm_how = "analytic all-reduce (one GPU or no NCCL)";
 	strftime(when, sizeof(when), "%Y-%m-%d", gmtime(&now));
@@ -386,9 +388,6 @@ int measure_run(const struct costmodel *cm, int gpu,
 
 		if (!(opts->tp_mask & (1u << i)) ||
 		    !costmodel_synth_tp_ok(model, g, tp))
-			continue;
-		/* A measured collective needs the whole group here. */
-		if (mc.comm && tp > mc.ngpus)
 			continue;
 		for (j = 0; j < COSTMODEL_NUM_MBS; j++) {
 			if (!(opts->mbs_mask & (1u << j)))

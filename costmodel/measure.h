@@ -29,9 +29,9 @@ int measure_probe(int *ngpus);
 
 /*
  * measure_run() - time every entry of the loaded model on GPU type @gpu
- * that this machine can run (a TP degree needs that many visible GPUs for
- * its collectives) and write them to @out in the layer-profile format with
- * "source = measured".  -ENODEV when no CUDA device is present.
+ * (compute on GPU 0; a TP group's collectives with NCCL when this machine
+ * has that many GPUs, analytic otherwise) and write them to @out in the
+ * layer-profile format with "source = measured".  -ENODEV when no CUDA device is present.
  */
 int measure_run(const struct costmodel *cm, int gpu,
 		const struct measure_opts *opts, FILE *out);
