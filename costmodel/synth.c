@@ -495,6 +495,25 @@ double costmodel_synth_gemm_s(const struct costmodel_gpu *gpu, double m,
 	return gemm_core_s(gpu, m, n, k) + SYNTH_LAUNCH_S;
 }
 
+/*
+ * A grouped GEMM (the routed experts): @count products of m x n x k in one
+ * kernel.  The group saturates the GPU as one GEMM of all its FLOPs would,
+ * but every product pads its @m rows to whole tiles of SYNTH_GROUP_TILE_M:
+ * an expert that receives few tokens wastes the rest of its tile.  Every
+ * product's weights are read once.
+ */
+static double grouped_gemm_core_s(const struct costmodel_gpu *gpu,
+				  double count, double m, double n, double k)
+{
+	double tiles = ceil(m / SYNTH_GROUP_TILE_M);
+	double padded = tiles * SYNTH_GROUP_TILE_M;
+	double flops = count * 2.0 * padded * n * k;
+	double bytes = count * 2.0 * (m * k + k * n + m * n);
+
+	return fmax(compute_s(gpu, flops, SYNTH_GEMM_EFF_MAX),
+		    memory_s(gpu, bytes));
+}
+
 double costmodel_synth_allreduce_s(const struct costmodel_gpu *gpu,
 				   double bytes, int tp)
 {
@@ -511,8 +530,11 @@ double costmodel_synth_op_s(const struct costmodel_gpu *gpu,
 {
 	switch (op->kind) {
 	case SYNTH_OP_GEMM:
-		return op->count * gemm_core_s(gpu, op->m, op->n, op->k) +
-		       SYNTH_LAUNCH_S;
+		if (op->count > 1)
+			return grouped_gemm_core_s(gpu, op->count, op->m,
+						   op->n, op->k) +
+			       SYNTH_LAUNCH_S;
+		return gemm_core_s(gpu, op->m, op->n, op->k) + SYNTH_LAUNCH_S;
 	case SYNTH_OP_ATTN:
 		return fmax(compute_s(gpu, op->flops, SYNTH_ATTN_EFF_MAX),
 			    memory_s(gpu, op->bytes)) + SYNTH_LAUNCH_S;

@@ -27,10 +27,12 @@
 #define SYNTH_HBM_EFF		0.8	/* achievable fraction of memory bandwidth */
 #define SYNTH_LINK_EFF		0.8	/* achievable fraction of a GPU link */
 #define SYNTH_LAUNCH_S		5e-6	/* one kernel launch */
+#define SYNTH_GROUP_TILE_M	128	/* rows of a grouped GEMM's tile */
 #define SYNTH_HOP_LATENCY_S	5e-6	/* one step of a ring collective */
 
 enum synth_op_kind {
-	SYNTH_OP_GEMM,		/* count x (m x n x k), BF16 in, FP32 accumulate */
+	SYNTH_OP_GEMM,		/* count x (m x n x k), BF16 in, FP32 accumulate;
+				 * count > 1: one grouped GEMM (the experts) */
 	SYNTH_OP_ATTN,		/* fused attention: flops, bytes */
 	SYNTH_OP_MEM,		/* memory-bound pass: bytes read + written */
 	SYNTH_OP_ALLREDUCE,	/* ring all-reduce of bytes over the TP group */

@@ -170,6 +170,19 @@ static void test_gemm_model(void **state)
 		 5e-6;
 	assert_near(costmodel_synth_gemm_s(&h100, 1, 65536, 8192), expect,
 		    1e-12);
+	/* A grouped GEMM saturates on the whole group's FLOPs, with each
+	 * product's rows padded to 128-row tiles: 2 x 1000 rows cost as
+	 * 2 x 1024. */
+	{
+		struct synth_op op = {
+			.kind = SYNTH_OP_GEMM, .count = 2, .m = 1000,
+			.n = 8192, .k = 8192,
+		};
+
+		F = 2 * 2.0 * 1024 * 8192 * 8192;
+		expect = (F + peak * 15e-6) / (peak * 0.75) + 5e-6;
+		assert_near(costmodel_synth_op_s(&h100, &op, 1), expect, 1e-12);
+	}
 	/* Big GEMMs approach e_max = 0.75 of peak, from below. */
 	F = 2.0 * 16384 * 16384 * 16384;
 	assert_true(F / costmodel_synth_gemm_s(&h100, 16384, 16384, 16384) /
@@ -317,6 +330,14 @@ static void test_deepseek_experts(void **state)
 	/* the grouped GEMM's M: slots per expert */
 	assert_near(ly.ops[1].m, 2 * slots / experts, 1e-12);
 	assert_near(ly.ops[1].count, experts, 0);
+	/* At TP 1, micro-batch 1, the up projection (64 tokens against
+	 * each expert's 7168 x 4096 gate/up matrix) streams 15.4 GB of
+	 * weights: memory bound, bytes / (3350 GB/s x 0.8) + 5 us. */
+	assert_int_equal(costmodel_synth_describe(&deepseek, &h100, 1, 1,
+						  COSTMODEL_LAYER_EXPERT, &ly), 0);
+	assert_near(costmodel_synth_op_s(&h100, &ly.ops[1], 1),
+		    experts * 2 * (64 * h + h * 2 * ef + 64 * 2 * ef) /
+		    (3350e9 * 0.8) + 5e-6, 1e-12);
 	/* ETP all-reduces: 2 forward, 2 backward, of slots.h.2 bytes */
 	p = entry(&deepseek, &h100, 4, 2, COSTMODEL_LAYER_EXPERT);
 	assert_near(p.comm_ms,
