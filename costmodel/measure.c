@@ -66,7 +66,7 @@ static int buf_reserve(struct measure_ctx *mc, int i, size_t bytes)
 	mc->cap[i] = 0;
 	e = cudaMalloc(&mc->buf[i], bytes);
 	if (e != cudaSuccess) {
-		cudaGetLastError();	/* clear the sticky allocation error */
+		cudaGetLastError();	/* clear the allocation error */
 		return -ENOMEM;
 	}
 	/* Zeros: timing must not depend on denormals or NaNs. */
@@ -205,9 +205,12 @@ static int op_time(struct measure_ctx *mc, const struct synth_op *op,
 
 	switch (op->kind) {
 	case SYNTH_OP_GEMM:
-		if ((rc = gemm_s(mc, op->m, op->n, op->k, op->count, fwd)) < 0 ||
-		    (rc = gemm_s(mc, op->m, op->k, op->n, op->count, &a)) < 0 ||
-		    (rc = gemm_s(mc, op->k, op->n, op->m, op->count, &b)) < 0)
+		rc = gemm_s(mc, op->m, op->n, op->k, op->count, fwd);
+		if (rc == 0)	/* input gradient */
+			rc = gemm_s(mc, op->m, op->k, op->n, op->count, &a);
+		if (rc == 0)	/* weight gradient */
+			rc = gemm_s(mc, op->k, op->n, op->m, op->count, &b);
+		if (rc < 0)
 			return rc;
 		*bwd = a + b;
 		return 0;
@@ -342,8 +345,10 @@ static int ctx_init(struct measure_ctx *mc, const struct measure_opts *opts)
 	    (e = cudaEventCreate(&mc->start)) != cudaSuccess ||
 	    (e = cudaEventCreate(&mc->stop)) != cudaSuccess)
 		return cuda_err(e, "setting up GPU 0");
-	if ((s = cublasCreate(&mc->blas)) != CUBLAS_STATUS_SUCCESS ||
-	    (s = cublasSetStream(mc->blas, mc->stream)) != CUBLAS_STATUS_SUCCESS)
+	s = cublasCreate(&mc->blas);
+	if (s == CUBLAS_STATUS_SUCCESS)
+		s = cublasSetStream(mc->blas, mc->stream);
+	if (s != CUBLAS_STATUS_SUCCESS)
 		return blas_err(s, "cublasCreate");
 	return 0;
 }

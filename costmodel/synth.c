@@ -164,8 +164,9 @@ struct synth_ctx {
 	double hq;		/* heads x head_dim, whole model */
 	double hkv;		/* kv_heads x head_dim, whole model */
 	double hq_local;	/* query width on one GPU of the TP group */
-	double hkv_local;	/* key/value width on one GPU (KV heads replicate
-				 * when the group has more GPUs than KV heads) */
+	/* key/value width on one GPU: KV heads replicate when the group
+	 * has more GPUs than KV heads */
+	double hkv_local;
 	double gated_mats;	/* FFN matrices: 3 gated, 2 plain */
 };
 

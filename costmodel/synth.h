@@ -20,22 +20,29 @@
 
 #include "costmodel.h"
 
-/* The efficiency model's constants (docs/profiles.md explains each). */
-#define SYNTH_GEMM_EFF_MAX	0.75	/* best fraction of peak a GEMM reaches */
-#define SYNTH_GEMM_HALF_S	15e-6	/* F_half = peak * this: half efficiency */
-#define SYNTH_ATTN_EFF_MAX	0.45	/* flash attention, Megatron's FLOP count */
-#define SYNTH_HBM_EFF		0.8	/* achievable fraction of memory bandwidth */
-#define SYNTH_LINK_EFF		0.8	/* achievable fraction of a GPU link */
-#define SYNTH_LAUNCH_S		5e-6	/* one kernel launch */
-#define SYNTH_GROUP_TILE_M	128	/* rows of a grouped GEMM's tile */
-#define SYNTH_HOP_LATENCY_S	5e-6	/* one step of a ring collective */
+/*
+ * The efficiency model's constants (docs/profiles.md explains each):
+ * the best fraction of peak a GEMM reaches; F_half = peak x HALF_S is the
+ * work at which a GEMM reaches half of that; flash attention's best
+ * fraction of peak (Megatron's FLOP count); the achievable fractions of
+ * memory and link bandwidth; one kernel launch; the rows of a grouped
+ * GEMM's tile; one step of a ring collective.
+ */
+#define SYNTH_GEMM_EFF_MAX	0.75
+#define SYNTH_GEMM_HALF_S	15e-6
+#define SYNTH_ATTN_EFF_MAX	0.45
+#define SYNTH_HBM_EFF		0.8
+#define SYNTH_LINK_EFF		0.8
+#define SYNTH_LAUNCH_S		5e-6
+#define SYNTH_GROUP_TILE_M	128
+#define SYNTH_HOP_LATENCY_S	5e-6
 
 enum synth_op_kind {
-	SYNTH_OP_GEMM,		/* count x (m x n x k), BF16 in, FP32 accumulate;
-				 * count > 1: one grouped GEMM (the experts) */
+	SYNTH_OP_GEMM,		/* count x (m x n x k), BF16, FP32 sums;
+				 * count > 1: one grouped GEMM */
 	SYNTH_OP_ATTN,		/* fused attention: flops, bytes */
-	SYNTH_OP_MEM,		/* memory-bound pass: bytes read + written */
-	SYNTH_OP_ALLREDUCE,	/* ring all-reduce of bytes over the TP group */
+	SYNTH_OP_MEM,		/* memory-bound pass: bytes in + out */
+	SYNTH_OP_ALLREDUCE,	/* ring all-reduce over the TP group */
 };
 
 struct synth_op {
@@ -58,14 +65,14 @@ struct synth_op {
  * recomputed); @bwd_allreduces collectives run in the backward pass.
  */
 struct synth_layer {
-	struct synth_op ops[SYNTH_MAX_OPS];	/* forward compute and collectives */
+	struct synth_op ops[SYNTH_MAX_OPS];	/* the forward pass */
 	int nops;
-	int bwd_allreduces;	/* backward collectives, each of @bwd_allreduce_bytes */
+	int bwd_allreduces;	/* backward collectives, each of: */
 	double bwd_allreduce_bytes;
-	bool recompute;		/* activation checkpointing re-runs the forward */
+	bool recompute;		/* checkpointing re-runs the forward */
 	double act_bytes;	/* activations kept per micro-batch */
 	double param_bytes;	/* BF16 weights on this GPU */
-	double fwd_flops;	/* forward FLOPs (tests, MFU report) */
+	double fwd_flops;	/* forward FLOPs (tests, MFU) */
 };
 
 /*

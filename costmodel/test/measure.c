@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#define AR_INTERNAL
 #include "ar.h"
 #include "costmodel.h"
 #include "measure.h"

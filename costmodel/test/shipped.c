@@ -176,17 +176,50 @@ static void test_deepseek_expert_state(void **state)
 	costmodel_destroy(cm);
 }
 
+static bool near(double a, double b)
+{
+	return fabs(a - b) <= 1e-5 * fabs(b);
+}
+
+/* The loaded entry (@tp, @mbs, @type) of GPU @g is synth's, or both lack it. */
+static void check_entry(const struct costmodel *cm, int g, const char *path,
+			int tp, int mbs, int type)
+{
+	const struct costmodel_layer_profile *p;
+	struct costmodel_layer_profile s;
+	const char *name = costmodel_synth_type_name(type);
+	int rc;
+
+	p = costmodel_profile(cm, g, tp, mbs, type);
+	rc = costmodel_synth_layer(costmodel_model(cm), costmodel_gpu(cm, g),
+				   tp, mbs, type, &s);
+	if (rc < 0) {
+		if (p && !p->measured)
+			fail_msg("%s: tp%d.mbs%d.%s should not exist", path,
+				 tp, mbs, name);
+		return;
+	}
+	if (!p)
+		fail_msg("%s: tp%d.mbs%d.%s missing", path, tp, mbs, name);
+	if (p->measured)
+		return;
+	if (!near(p->fwd_ms, s.fwd_ms) || !near(p->bwd_ms, s.bwd_ms) ||
+	    !near(p->comm_ms, s.comm_ms) ||
+	    fabs(p->act_bytes - s.act_bytes) > 0.5 ||
+	    fabs(p->param_bytes - s.param_bytes) > 0.5)
+		fail_msg("%s: tp%d.mbs%d.%s loads as different numbers", path,
+			 tp, mbs, name);
+}
+
 /* One model: each GPU's file is what synth writes, and it loads. */
 static void check_model_layers(const char *model)
 {
 	struct costmodel_opts opts = { .profiles_dir = profiles_dir() };
-	const struct costmodel_model *m;
 	struct costmodel *cm = NULL;
 	int g;
 
 	if (costmodel_load(model, &opts, &cm) < 0)
 		fail_msg("%s: %s", model, ar_errmsg());
-	m = costmodel_model(cm);
 	for (g = 0; g < costmodel_num_gpus(cm); g++) {
 		const struct costmodel_gpu *gpu = costmodel_gpu(cm, g);
 		char path[PATH_MAX];
@@ -211,41 +244,11 @@ static void check_model_layers(const char *model)
 		free(have);
 
 		/* What the loader read matches synth, entry by entry. */
-		for (int tp = 1; tp <= 8; tp *= 2) {
-			for (int mbs = 1; mbs <= 16; mbs *= 2) {
+		for (int tp = 1; tp <= 8; tp *= 2)
+			for (int mbs = 1; mbs <= 16; mbs *= 2)
 				for (int t = 0; t < COSTMODEL_NUM_LAYER_TYPES;
-				     t++) {
-					const struct costmodel_layer_profile *p;
-					struct costmodel_layer_profile s;
-					int rc;
-
-					p = costmodel_profile(cm, g, tp, mbs, t);
-					rc = costmodel_synth_layer(m, gpu, tp,
-								   mbs, t, &s);
-					if (rc < 0) {
-						if (p && !p->measured)
-							fail_msg("%s: tp%d.mbs%d.%s should not exist",
-								 path, tp, mbs,
-								 costmodel_synth_type_name(t));
-						continue;
-					}
-					if (!p)
-						fail_msg("%s: tp%d.mbs%d.%s missing",
-							 path, tp, mbs,
-							 costmodel_synth_type_name(t));
-					if (p->measured)
-						continue;
-					if (fabs(p->fwd_ms - s.fwd_ms) > 1e-5 * s.fwd_ms ||
-					    fabs(p->bwd_ms - s.bwd_ms) > 1e-5 * s.bwd_ms ||
-					    fabs(p->comm_ms - s.comm_ms) > 1e-5 * s.comm_ms ||
-					    fabs(p->act_bytes - s.act_bytes) > 0.5 ||
-					    fabs(p->param_bytes - s.param_bytes) > 0.5)
-						fail_msg("%s: tp%d.mbs%d.%s loads as different numbers",
-							 path, tp, mbs,
-							 costmodel_synth_type_name(t));
-				}
-			}
-		}
+				     t++)
+					check_entry(cm, g, path, tp, mbs, t);
 	}
 	costmodel_destroy(cm);
 }

@@ -204,68 +204,72 @@ static void test_bigger_gpu_needs_bigger_gemm(void **state)
 	assert_true(eff_a100 > eff_h100 + 0.05);
 }
 
-/* More TP: less compute per GPU, more communication; bigger micro-batch:
- * higher efficiency (time per sample falls). */
+/* More TP: less compute and fewer weights per GPU, more communication.
+ * The embedding's gather writes whole rows at any TP degree, so its
+ * compute may stay level. */
+static void check_tp_monotonic(const struct costmodel_model *m,
+			       const struct costmodel_gpu *g, int type,
+			       int mbs)
+{
+	struct costmodel_layer_profile lo, hi;
+	bool level_ok = type == COSTMODEL_LAYER_EMBED;
+
+	lo = entry(m, g, 1, mbs, type);
+	for (int tp = 2; tp <= 8 && costmodel_synth_tp_ok(m, g, tp); tp *= 2) {
+		hi = entry(m, g, tp, mbs, type);
+		if (hi.fwd_ms > lo.fwd_ms ||
+		    (hi.fwd_ms == lo.fwd_ms && !level_ok) ||
+		    hi.comm_ms <= lo.comm_ms ||
+		    hi.param_bytes > lo.param_bytes)
+			fail_msg("%s on %s %s mbs %d: TP %d does not cut compute (%g -> %g ms) or add communication (%g -> %g ms)",
+				 m->name, g->name,
+				 costmodel_synth_type_name(type), mbs, tp,
+				 lo.fwd_ms, hi.fwd_ms, lo.comm_ms, hi.comm_ms);
+		lo = hi;
+	}
+}
+
+/* Bigger micro-batch: more time and activations, less time per sample. */
+static void check_mbs_monotonic(const struct costmodel_model *m,
+				const struct costmodel_gpu *g, int type,
+				int tp)
+{
+	struct costmodel_layer_profile lo, hi;
+
+	lo = entry(m, g, tp, 1, type);
+	for (int mbs = 2; mbs <= 16; mbs *= 2) {
+		hi = entry(m, g, tp, mbs, type);
+		if (hi.fwd_ms / mbs >= lo.fwd_ms / (mbs / 2) ||
+		    hi.fwd_ms <= lo.fwd_ms || hi.act_bytes <= lo.act_bytes)
+			fail_msg("%s on %s %s tp %d: micro-batch %d is not more efficient than %d",
+				 m->name, g->name,
+				 costmodel_synth_type_name(type), tp, mbs,
+				 mbs / 2);
+		lo = hi;
+	}
+}
+
 static void test_monotonic(void **state)
 {
 	const struct costmodel_model *models[] = {
 		&llama3_8b, &qwen3_64b, &gpt_neo, &deepseek, &mixtral,
 	};
 	const struct costmodel_gpu *gpus[] = { &h100, &a100, &a6000_4 };
-	size_t mi, gi;
 
 	(void)state;
-	for (mi = 0; mi < sizeof(models) / sizeof(models[0]); mi++) {
-		for (gi = 0; gi < sizeof(gpus) / sizeof(gpus[0]); gi++) {
+	for (size_t mi = 0; mi < sizeof(models) / sizeof(models[0]); mi++) {
+		for (size_t gi = 0; gi < sizeof(gpus) / sizeof(gpus[0]); gi++) {
 			const struct costmodel_model *m = models[mi];
 			const struct costmodel_gpu *g = gpus[gi];
 
-			for (int type = 0; type < COSTMODEL_NUM_LAYER_TYPES;
-			     type++) {
-				if (!costmodel_synth_has_type(m, type))
+			for (int t = 0; t < COSTMODEL_NUM_LAYER_TYPES; t++) {
+				if (!costmodel_synth_has_type(m, t))
 					continue;
-				for (int mbs = 1; mbs <= 16; mbs *= 2) {
-					struct costmodel_layer_profile lo, hi;
-
-					lo = entry(m, g, 1, mbs, type);
-					for (int tp = 2; tp <= 8; tp *= 2) {
-						if (!costmodel_synth_tp_ok(m, g, tp))
-							break;
-						hi = entry(m, g, tp, mbs, type);
-						/* The embedding's gather writes
-						 * whole rows at any TP degree. */
-						if (hi.fwd_ms > lo.fwd_ms ||
-						    (hi.fwd_ms == lo.fwd_ms &&
-						     type != COSTMODEL_LAYER_EMBED) ||
-						    hi.comm_ms <= lo.comm_ms ||
-						    hi.param_bytes > lo.param_bytes)
-							fail_msg("%s on %s %s mbs %d: TP %d does not cut compute (%g -> %g ms) or add communication (%g -> %g ms)",
-								 m->name, g->name,
-								 costmodel_synth_type_name(type),
-								 mbs, tp, lo.fwd_ms,
-								 hi.fwd_ms, lo.comm_ms,
-								 hi.comm_ms);
-						lo = hi;
-					}
-				}
-				for (int tp = 1; tp <= 8; tp *= 2) {
-					struct costmodel_layer_profile lo, hi;
-
-					if (!costmodel_synth_tp_ok(m, g, tp))
-						break;
-					lo = entry(m, g, tp, 1, type);
-					for (int mbs = 2; mbs <= 16; mbs *= 2) {
-						hi = entry(m, g, tp, mbs, type);
-						if (hi.fwd_ms / mbs >= lo.fwd_ms / (mbs / 2) ||
-						    hi.fwd_ms <= lo.fwd_ms ||
-						    hi.act_bytes <= lo.act_bytes)
-							fail_msg("%s on %s %s tp %d: micro-batch %d is not more efficient than %d",
-								 m->name, g->name,
-								 costmodel_synth_type_name(type),
-								 tp, mbs, mbs / 2);
-						lo = hi;
-					}
-				}
+				for (int mbs = 1; mbs <= 16; mbs *= 2)
+					check_tp_monotonic(m, g, t, mbs);
+				for (int tp = 1; tp <= 8 &&
+				     costmodel_synth_tp_ok(m, g, tp); tp *= 2)
+					check_mbs_monotonic(m, g, t, tp);
 			}
 		}
 	}
