@@ -5,11 +5,14 @@
  * split by each stage's compute share.  One pipeline, replicated as often
  * as its GPU types allow; GPUs it cannot use stay idle.
  *
- * The tree: depth d, then stage 0's GPU type, stage 1's, ...  A branch is
- * cut when an optimistic bound on any completion cannot beat the best
- * plan priced so far: with layers split by compute share a pipeline runs
- * at no more than the sum of its stages' speeds, and it cannot have more
- * replicas than its scarcest GPU type allows.
+ * The tree: depth d, then stage 0's GPU type, stage 1's, ...; the stages
+ * of one type stay next to each other (a child continues its parent's
+ * type or opens one not used yet), so the tree has a leaf per ordered
+ * split of the stages among the types rather than one per sequence.  A
+ * branch is cut when an optimistic bound on any completion cannot beat
+ * the best plan priced so far: with layers split by compute share a
+ * pipeline runs at no more than the sum of its stages' speeds, and it
+ * cannot have more replicas than its scarcest GPU type allows.
  */
 #include "config.h"
 
@@ -107,6 +110,9 @@ static int espresso_branch(struct espresso *e, int k)
 	for (int i = 0; i < e->ntypes; i++) {
 		if (e->used[i] >= e->count[i])
 			continue;	/* not one GPU of it left per replica */
+		/* A type's stages stay together: continue it or open a new one. */
+		if (k && i != e->seq[k - 1] && e->used[i])
+			continue;
 		e->seq[k] = i;
 		e->used[i]++;
 		if (espresso_bound(e, k + 1) > espresso_best(e)) {
