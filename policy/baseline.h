@@ -13,18 +13,7 @@
 #include <stdbool.h>
 
 #include "costmodel.h"
-#include "policy.h"
-
-/* The planners (policy_plan()'s table, planner.c). */
-int planner_amp(const struct policy_request *req, struct costmodel_plan **planp);
-int planner_espresso(const struct policy_request *req,
-		     struct costmodel_plan **planp);
-int planner_hexiscale(const struct policy_request *req,
-		      struct costmodel_plan **planp);
-int planner_metis(const struct policy_request *req,
-		  struct costmodel_plan **planp);
-int planner_sailor(const struct policy_request *req,
-		   struct costmodel_plan **planp);
+#include "planner.h"
 
 #define BASELINE_DEFAULT_BUDGET_S	600.0
 /* Micro-batch sizes the profiles hold: 1, 2, 4, 8, 16. */
