@@ -335,28 +335,26 @@ static void amp_keeps_one_tp(void **state)
 	}
 }
 
-/*
- * AMP's layer split: the smallest bottleneck of per-layer costs averaged
- * over the cluster's GPU types, checked against a bisection on the
- * bottleneck with a greedy test (a different method, the same optimum).
- */
-static void amp_splits_by_averaged_cost(void **state)
+static void amp_split_is_optimal(const char *text)
 {
-	struct costmodel_cluster *cl = cluster(llama, two_types);
+	struct costmodel_cluster *cl = cluster(llama, text);
 	struct costmodel_plan *plan = plan_with("amp", llama, cl, 10);
 	const struct costmodel_template *t = &plan->templates[0];
 	int L = costmodel_num_layers(llama), tp = t->stages[0].tp;
-	int mbs = plan->micro_batch, types[] = {
-		costmodel_gpu_find(llama, "a100-40"),
-		costmodel_gpu_find(llama, "h100"),
-	};
+	int mbs = plan->micro_batch, ntypes = 0;
+	bool present[COSTMODEL_MAX_GPU_TYPES] = { false };
 	double *cost = calloc(L, sizeof(*cost)), got = 0, lo = 0, hi = 0;
 
 	assert_non_null(cost);
+	for (size_t i = 0; i < cl->nnodes; i++)
+		present[cl->nodes[i].gpu] = true;
+	for (int g = 0; g < COSTMODEL_MAX_GPU_TYPES; g++)
+		ntypes += present[g];
 	for (int l = 0; l < L; l++) {
-		for (int i = 0; i < 2; i++)
-			cost[l] += baseline_layer_time(llama, types[i], tp,
-						       mbs, l) / 2;
+		for (int g = 0; g < COSTMODEL_MAX_GPU_TYPES; g++)
+			if (present[g])
+				cost[l] += baseline_layer_time(llama, g, tp, mbs,
+							       l) / ntypes;
 		hi += cost[l];
 	}
 	for (int s = 0; s < t->nstages; s++) {
@@ -391,6 +389,17 @@ static void amp_splits_by_averaged_cost(void **state)
 	free(cost);
 	costmodel_plan_free(plan);
 	costmodel_cluster_free(cl);
+}
+
+/*
+ * AMP's layer split: the smallest bottleneck of per-layer costs averaged
+ * over the cluster's GPU types, checked against a bisection on the
+ * bottleneck with a greedy test (a different method, the same optimum).
+ */
+static void amp_splits_by_averaged_cost(void **state)
+{
+	amp_split_is_optimal(two_types);
+	amp_split_is_optimal(three_types);
 }
 
 /* HexiScale: one pipeline a data-parallel group, groups on disjoint nodes. */
