@@ -256,48 +256,89 @@ static int hexi_group_search(struct hexiscale *h, int k,
 	return rc;
 }
 
-/* The plan of @ngroups groups: each group's pipeline on its own GPUs. */
+/*
+ * hexi_place() - group @k's pipeline @shape placed on the group's own
+ * nodes (a fill alone on them), appended to @plan as a template.
+ */
+static int hexi_place(struct hexiscale *h, int k,
+		      const struct costmodel_shape *shape,
+		      struct costmodel_plan *plan)
+{
+	struct costmodel_fill_opts opts;
+	struct costmodel_pool pool = { 0 };
+	struct costmodel_plan *alone;
+	struct costmodel_template *src, *dst;
+	int rc;
+
+	alone = costmodel_plan_create(h->bs.cm);
+	if (!alone)
+		return -ENOMEM;
+	rc = costmodel_pool_init(&pool, h->bs.cl);
+	if (rc < 0)
+		goto out;
+	for (size_t i = 0; i < h->bs.cl->nnodes; i++)
+		h->keep[i] = h->group_of[i] == k;
+	baseline_pool_restrict(&pool, h->bs.cl, h->keep);
+	baseline_fill_opts(&opts);
+	opts.max_replicas = 1;
+	h->bs.plans_priced++;
+	rc = costmodel_fill_add(h->bs.cm, h->bs.cl, &pool, alone, shape, &opts);
+	if (rc < 0)
+		goto out;
+	src = &alone->templates[0];
+	dst = baseline_template_alloc(plan, src->nstages, src->replicas);
+	if (!dst) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	memcpy(dst->stages, src->stages, sizeof(dst->stages));
+	memcpy(dst->placement, src->placement,
+	       sizeof(*dst->placement) * src->replicas * src->nstages);
+out:
+	costmodel_pool_fini(&pool);
+	costmodel_plan_free(alone);
+	return rc;
+}
+
+/*
+ * hexi_groups() - the plan of @ngroups groups, each group's pipeline on
+ * its own GPUs, then the layer split and micro-batch chosen and the batch
+ * shared among the groups for the plan as a whole.
+ */
 static int hexi_groups(struct hexiscale *h, int ngroups)
 {
 	struct costmodel_fill_opts opts;
 	struct costmodel_plan *plan;
-	bool any = false;
 	int rc = 0;
 
 	hexi_partition(h, ngroups);
 	plan = costmodel_plan_create(h->bs.cm);
 	if (!plan)
 		return -ENOMEM;
-	baseline_fill_opts(&opts);
-	opts.max_replicas = 1;
 	for (int k = 0; k < ngroups; k++) {
-		struct costmodel_pool pool = { 0 };
 		struct hexi_choice *c;
 
+		if (baseline_search_expired(&h->bs))
+			goto out;	/* a partial plan is not HexiScale's */
 		rc = hexi_group_search(h, k, &c);
 		if (rc < 0 || !c)
 			goto out;
 		if (!c->found)
 			continue;	/* the model fits nowhere in it: idle */
-		rc = costmodel_pool_init(&pool, h->bs.cl);
-		if (rc < 0)
+		rc = hexi_place(h, k, &c->shape, plan);
+		if (rc == -ENOMEM)
 			goto out;
-		for (size_t i = 0; i < h->bs.cl->nnodes; i++)
-			h->keep[i] = h->group_of[i] == k;
-		baseline_pool_restrict(&pool, h->bs.cl, h->keep);
-		h->bs.plans_priced++;
-		rc = costmodel_fill_add(h->bs.cm, h->bs.cl, &pool, plan,
-					&c->shape, &opts);
-		costmodel_pool_fini(&pool);
-		if (rc == 0)
-			any = true;
-		else if (baseline_rc_rejects(rc))
-			rc = 0;
-		else
-			goto out;
+		rc = 0;
 	}
-	if (any)
+	if (!plan->ntemplates)
+		goto out;
+	baseline_fill_opts(&opts);
+	h->bs.plans_priced++;
+	rc = costmodel_plan_refill(h->bs.cm, h->bs.cl, plan, &opts);
+	if (rc == 0)
 		rc = baseline_search_offer(&h->bs, plan);
+	else if (baseline_rc_rejects(rc))
+		rc = 0;
 out:
 	costmodel_plan_free(plan);
 	return rc;
