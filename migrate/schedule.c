@@ -1,0 +1,534 @@
+/*
+ * schedule.c - the two-stage schedule of §5.6, its predicted time, and the
+ * invariant check.
+ *
+ * Stage 1 (round 0) holds the copies inside one GPU and the transfers
+ * whose two GPUs share a pipeline (old or new): each pipeline's ranks post
+ * them all at once, so pipelines proceed in parallel.  Stage 2 holds the
+ * cross-pipeline transfers, cut into chunks of about one round's length
+ * and packed greedily into rounds in which every GPU sends to at most one
+ * peer and receives from at most one: both ends of an exchange know its
+ * peer and size from the tuple list alone, so no pair can wait on the
+ * other out of order.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define AR_INTERNAL
+#include "migrate_private.h"
+
+/* Rounds stage 2 aims for, and the shortest round worth synchronizing. */
+#define TARGET_ROUNDS		32
+#define MIN_ROUND_S		1e-3
+#define DEFAULT_MIN_CHUNK	(1ull << 20)
+/* Fixed cost of one step (posting, matching, completion), per step. */
+#define STEP_LATENCY_S		50e-6
+
+int migrate_tuple_cmp(const void *a, const void *b)
+{
+	const struct migrate_tuple *x = a, *y = b;
+
+	if (x->round != y->round)
+		return x->round < y->round ? -1 : 1;
+	if (x->from != y->from)
+		return x->from < y->from ? -1 : 1;
+	if (x->to != y->to)
+		return x->to < y->to ? -1 : 1;
+	if (x->layer != y->layer)
+		return x->layer < y->layer ? -1 : 1;
+	if (x->tensor != y->tensor)
+		return x->tensor < y->tensor ? -1 : 1;
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+static bool same_pipeline(const struct migrate *m, int a, int b)
+{
+	const struct migrate_rank *x = &m->ranks[a], *y = &m->ranks[b];
+
+	return (x->old_pipe >= 0 && x->old_pipe == y->old_pipe) ||
+	       (x->new_pipe >= 0 && x->new_pipe == y->new_pipe);
+}
+
+/* Per-direction loads (seconds) of every link resource in one step. */
+struct step_load {
+	double *gpu_out, *gpu_in;	/* intra-node ports [nranks] */
+	double *nic_out, *nic_in;	/* [nnodes] */
+};
+
+static int step_load_init(struct step_load *sl, const struct migrate *m)
+{
+	sl->gpu_out = calloc(m->nranks + 1, sizeof(double));
+	sl->gpu_in = calloc(m->nranks + 1, sizeof(double));
+	sl->nic_out = calloc(m->topo->nnodes, sizeof(double));
+	sl->nic_in = calloc(m->topo->nnodes, sizeof(double));
+	if (!sl->gpu_out || !sl->gpu_in || !sl->nic_out || !sl->nic_in)
+		return -ENOMEM;
+	return 0;
+}
+
+static void step_load_fini(struct step_load *sl)
+{
+	free(sl->gpu_out);
+	free(sl->gpu_in);
+	free(sl->nic_out);
+	free(sl->nic_in);
+}
+
+static void step_load_clear(struct step_load *sl, const struct migrate *m)
+{
+	memset(sl->gpu_out, 0, m->nranks * sizeof(double));
+	memset(sl->gpu_in, 0, m->nranks * sizeof(double));
+	memset(sl->nic_out, 0, m->topo->nnodes * sizeof(double));
+	memset(sl->nic_in, 0, m->topo->nnodes * sizeof(double));
+}
+
+static void step_load_add(struct step_load *sl, const struct migrate *m,
+			  const struct migrate_tuple *t)
+{
+	double bytes = (double)(t->hi - t->lo);
+	int nf = m->ranks[t->from].node, nt = m->ranks[t->to].node;
+
+	switch (migrate_link_of(m, t->from, t->to)) {
+	case MIGRATE_LINK_LOCAL:
+		break;
+	case MIGRATE_LINK_INTRA:
+		sl->gpu_out[t->from] += bytes / (m->topo->nodes[nf].intra_GBps * 1e9);
+		sl->gpu_in[t->to] += bytes / (m->topo->nodes[nt].intra_GBps * 1e9);
+		break;
+	case MIGRATE_LINK_NET:
+		sl->nic_out[nf] += bytes / (m->topo->nodes[nf].nic_GBps * 1e9);
+		sl->nic_in[nt] += bytes / (m->topo->nodes[nt].nic_GBps * 1e9);
+		break;
+	}
+}
+
+static double step_load_max(const struct step_load *sl,
+			    const struct migrate *m)
+{
+	double worst = 0.0;
+
+	for (int r = 0; r < m->nranks; r++) {
+		if (sl->gpu_out[r] > worst)
+			worst = sl->gpu_out[r];
+		if (sl->gpu_in[r] > worst)
+			worst = sl->gpu_in[r];
+	}
+	for (int n = 0; n < m->topo->nnodes; n++) {
+		if (sl->nic_out[n] > worst)
+			worst = sl->nic_out[n];
+		if (sl->nic_in[n] > worst)
+			worst = sl->nic_in[n];
+	}
+	return worst;
+}
+
+void migrate_predict(struct migrate *m)
+{
+	struct migrate_stats *st = &m->stats;
+	struct step_load all = { 0 }, step = { 0 };
+	int round = -1;
+
+	st->bytes_moved = 0;
+	st->ntuples = 0;
+	st->stage1_s = st->stage2_s = st->lower_bound_s = 0.0;
+	if (step_load_init(&all, m) < 0 || step_load_init(&step, m) < 0)
+		goto out;
+
+	for (long i = 0; i <= m->ntuples; i++) {
+		const struct migrate_tuple *t = i < m->ntuples ?
+						&m->tuples[i] : NULL;
+
+		if (!t || t->round != round) {
+			double busiest = step_load_max(&step, m);
+
+			if (round == 0)
+				st->stage1_s = busiest > 0 ?
+					       busiest + STEP_LATENCY_S : 0.0;
+			else if (round > 0)
+				st->stage2_s += busiest + STEP_LATENCY_S;
+			step_load_clear(&step, m);
+			if (!t)
+				break;
+			round = t->round;
+		}
+		if (t->from == t->to)
+			continue;
+		st->bytes_moved += t->hi - t->lo;
+		st->ntuples++;
+		step_load_add(&step, m, t);
+		step_load_add(&all, m, t);
+	}
+	st->lower_bound_s = step_load_max(&all, m);
+	st->time_s = st->stage1_s + st->stage2_s;
+out:
+	step_load_fini(&all);
+	step_load_fini(&step);
+}
+
+/* A stage-2 chunk waiting for a round. */
+struct chunk {
+	long tuple;			/* index of the tuple it cuts */
+	uint64_t lo, hi;
+	double time;			/* on its per-GPU link share */
+	double prio;
+	int round;
+};
+
+static int chunk_cmp(const void *a, const void *b)
+{
+	const struct chunk *x = a, *y = b;
+
+	if (x->prio != y->prio)
+		return x->prio > y->prio ? -1 : 1;
+	return x->tuple < y->tuple ? -1 : x->tuple > y->tuple;
+}
+
+/*
+ * Per-GPU share of a link for chunk sizing: a node's NIC serves all its
+ * GPUs, so a network chunk is sized for its share of the slower NIC.
+ */
+static double chunk_Bps(const struct migrate *m, int from, int to)
+{
+	const struct migrate_node *nf = &m->topo->nodes[m->ranks[from].node];
+	const struct migrate_node *nt = &m->topo->nodes[m->ranks[to].node];
+	double a, b;
+
+	if (migrate_link_of(m, from, to) == MIGRATE_LINK_INTRA)
+		return nf->intra_GBps * 1e9;
+	a = nf->nic_GBps * 1e9 / (nf->gpus > 0 ? nf->gpus : 1);
+	b = nt->nic_GBps * 1e9 / (nt->gpus > 0 ? nt->gpus : 1);
+	return a < b ? a : b;
+}
+
+/*
+ * Remaining per-GPU send and receive time is the priority that makes the
+ * greedy packing serve the busiest GPUs first (list scheduling of an open
+ * shop, which stays close to the busiest GPU's load).  On return every
+ * chunk has its round, 1 and up, and cs is in no particular order.
+ */
+static int pack_rounds(struct migrate *m, struct chunk *cs, long nc,
+		       int *nroundsp)
+{
+	double *rem_out = calloc(m->nranks, sizeof(double));
+	double *rem_in = calloc(m->nranks, sizeof(double));
+	char *busy_out = calloc(m->nranks, 1);
+	char *busy_in = calloc(m->nranks, 1);
+	struct chunk *picked = malloc((nc + 1) * sizeof(*picked));
+	long left = nc, npicked = 0;
+	int round = 0, rc = 0;
+
+	if (!rem_out || !rem_in || !busy_out || !busy_in || !picked) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (long i = 0; i < nc; i++) {
+		const struct migrate_tuple *t = &m->tuples[cs[i].tuple];
+
+		cs[i].time = (double)(cs[i].hi - cs[i].lo) /
+			     chunk_Bps(m, t->from, t->to);
+		rem_out[t->from] += cs[i].time;
+		rem_in[t->to] += cs[i].time;
+	}
+
+	/* cs[0..left) wait; a round's picks move to picked[]. */
+	while (left > 0) {
+		long keep = 0;
+
+		round++;
+		for (long i = 0; i < left; i++) {
+			const struct migrate_tuple *t = &m->tuples[cs[i].tuple];
+			double o = rem_out[t->from], n = rem_in[t->to];
+
+			cs[i].prio = (o > n ? o : n) + 1e-3 * (o + n);
+		}
+		qsort(cs, left, sizeof(*cs), chunk_cmp);
+		memset(busy_out, 0, m->nranks);
+		memset(busy_in, 0, m->nranks);
+		for (long i = 0; i < left; i++) {
+			const struct migrate_tuple *t = &m->tuples[cs[i].tuple];
+
+			if (busy_out[t->from] || busy_in[t->to]) {
+				cs[keep++] = cs[i];
+				continue;
+			}
+			busy_out[t->from] = 1;
+			busy_in[t->to] = 1;
+			rem_out[t->from] -= cs[i].time;
+			rem_in[t->to] -= cs[i].time;
+			cs[i].round = round;
+			picked[npicked++] = cs[i];
+		}
+		left = keep;
+	}
+	memcpy(cs, picked, nc * sizeof(*cs));
+	*nroundsp = round;
+out:
+	free(rem_out);
+	free(rem_in);
+	free(busy_out);
+	free(busy_in);
+	free(picked);
+	return rc;
+}
+
+int migrate_schedule(struct migrate *m, const struct migrate_opts *opts)
+{
+	uint64_t min_chunk = opts->min_chunk_bytes ? opts->min_chunk_bytes :
+						     DEFAULT_MIN_CHUNK;
+	struct chunk *cs = NULL;
+	struct migrate_tuple *out = NULL;
+	long nc = 0, cap = 0, nout = 0, nstage2 = 0;
+	double round_s = opts->round_s;
+	int nrounds = 0, rc = 0;
+
+	/* Everything in stage 1 first: the lower bound sizes the rounds. */
+	for (long i = 0; i < m->ntuples; i++)
+		m->tuples[i].round = 0;
+	migrate_predict(m);
+	if (round_s <= 0.0) {
+		round_s = m->stats.lower_bound_s / TARGET_ROUNDS;
+		if (round_s < MIN_ROUND_S)
+			round_s = MIN_ROUND_S;
+	}
+
+	for (long i = 0; i < m->ntuples; i++) {
+		const struct migrate_tuple *t = &m->tuples[i];
+		uint64_t size;
+
+		if (t->from == t->to || same_pipeline(m, t->from, t->to))
+			continue;
+		nstage2++;
+		size = (uint64_t)(round_s * chunk_Bps(m, t->from, t->to));
+		if (size < min_chunk)
+			size = min_chunk;
+		for (uint64_t a = t->lo; a < t->hi; a += size) {
+			if (nc == cap) {
+				long c = cap ? 2 * cap : 1024;
+				struct chunk *v = realloc(cs, c * sizeof(*v));
+
+				if (!v) {
+					rc = -ENOMEM;
+					goto out;
+				}
+				cs = v;
+				cap = c;
+			}
+			cs[nc++] = (struct chunk){
+				.tuple = i, .lo = a,
+				.hi = t->hi - a > size ? a + size : t->hi,
+			};
+		}
+	}
+
+	if (nstage2) {
+		rc = pack_rounds(m, cs, nc, &nrounds);
+		if (rc < 0)
+			goto out;
+		out = malloc((m->ntuples - nstage2 + nc + 1) * sizeof(*out));
+		if (!out) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		for (long i = 0; i < m->ntuples; i++) {
+			const struct migrate_tuple *t = &m->tuples[i];
+
+			if (t->from == t->to || same_pipeline(m, t->from, t->to))
+				out[nout++] = *t;
+		}
+		for (long i = 0; i < nc; i++) {
+			struct migrate_tuple t = m->tuples[cs[i].tuple];
+
+			t.src_offset += cs[i].lo - t.lo;
+			t.dst_offset += cs[i].lo - t.lo;
+			t.lo = cs[i].lo;
+			t.hi = cs[i].hi;
+			t.round = cs[i].round;
+			out[nout++] = t;
+		}
+		free(m->tuples);
+		m->tuples = out;
+		m->ntuples = nout;
+	}
+	qsort(m->tuples, m->ntuples, sizeof(*m->tuples), migrate_tuple_cmp);
+	m->stats.nrounds = nrounds;
+	migrate_predict(m);
+out:
+	free(cs);
+	return rc;
+}
+
+/* The shard of @sh[0..n) that contains [lo, hi) of (layer, tensor). */
+const struct migrate_shard *
+migrate_shard_find(const struct migrate_shard *sh, int n, int layer,
+		 int tensor, uint64_t lo, uint64_t hi)
+{
+	int a = 0, b = n;
+
+	/* Last shard that starts at or before (layer, tensor, lo). */
+	while (a < b) {
+		int mid = (a + b) / 2;
+		const struct migrate_shard *s = &sh[mid];
+		bool before = s->layer < layer ||
+			      (s->layer == layer &&
+			       (s->tensor < tensor ||
+				(s->tensor == tensor && s->lo <= lo)));
+
+		if (before)
+			a = mid + 1;
+		else
+			b = mid;
+	}
+	if (a == 0)
+		return NULL;
+	sh = &sh[a - 1];
+	if (sh->layer != layer || sh->tensor != tensor || sh->hi < hi)
+		return NULL;
+	return sh;
+}
+
+/* Tuples of one receiver sorted by (layer, tensor, lo), for the tiling check. */
+static int recv_cmp(const void *a, const void *b)
+{
+	const struct migrate_tuple *x = *(const struct migrate_tuple *const *)a;
+	const struct migrate_tuple *y = *(const struct migrate_tuple *const *)b;
+
+	if (x->to != y->to)
+		return x->to < y->to ? -1 : 1;
+	if (x->layer != y->layer)
+		return x->layer < y->layer ? -1 : 1;
+	if (x->tensor != y->tensor)
+		return x->tensor < y->tensor ? -1 : 1;
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+bool migrate_is_fresh(const struct migrate *m)
+{
+	for (int r = 0; r < m->nranks; r++)
+		if (m->n_old[r])
+			return false;
+	return true;
+}
+
+int migrate_check(const struct migrate *m)
+{
+	const struct migrate_tuple **byrecv = NULL;
+	int *peer_out = NULL, *peer_in = NULL;
+	long j = 0;
+	int rc = 0;
+
+	byrecv = malloc((m->ntuples + 1) * sizeof(*byrecv));
+	peer_out = malloc((m->nranks + 1) * sizeof(int));
+	peer_in = malloc((m->nranks + 1) * sizeof(int));
+	if (!byrecv || !peer_out || !peer_in) {
+		rc = -ENOMEM;
+		goto out;
+	}
+
+	for (long i = 0; i < m->ntuples; i++) {
+		const struct migrate_tuple *t = &m->tuples[i];
+		const struct migrate_shard *s;
+
+		if (t->from < 0 || t->from >= m->nranks || t->to < 0 ||
+		    t->to >= m->nranks || t->lo >= t->hi) {
+			rc = ar_seterr(-AR_EINVAL, "tuple %ld is malformed", i);
+			goto out;
+		}
+		s = migrate_shard_find(m->old_shards[t->from], m->n_old[t->from],
+				     t->layer, t->tensor, t->lo, t->hi);
+		if (!s || s->offset + (t->lo - s->lo) != t->src_offset) {
+			rc = ar_seterr(-AR_EINVAL,
+				       "tuple %ld: rank %d does not hold layer %d tensor %d [%llu, %llu) at offset %llu",
+				       i, t->from, t->layer, t->tensor,
+				       (unsigned long long)t->lo,
+				       (unsigned long long)t->hi,
+				       (unsigned long long)t->src_offset);
+			goto out;
+		}
+		s = migrate_shard_find(m->new_shards[t->to], m->n_new[t->to],
+				     t->layer, t->tensor, t->lo, t->hi);
+		if (!s || s->offset + (t->lo - s->lo) != t->dst_offset) {
+			rc = ar_seterr(-AR_EINVAL,
+				       "tuple %ld: rank %d needs no layer %d tensor %d [%llu, %llu) at offset %llu",
+				       i, t->to, t->layer, t->tensor,
+				       (unsigned long long)t->lo,
+				       (unsigned long long)t->hi,
+				       (unsigned long long)t->dst_offset);
+			goto out;
+		}
+		if (i && migrate_tuple_cmp(&m->tuples[i - 1], t) > 0) {
+			rc = ar_seterr(-AR_EINVAL, "tuple %ld is out of order", i);
+			goto out;
+		}
+		byrecv[i] = t;
+	}
+
+	/*
+	 * Every new byte exactly once: receivers' tuples tile their shards.
+	 * A job that starts (no old state anywhere) has nothing to tile.
+	 */
+	qsort(byrecv, m->ntuples, sizeof(*byrecv), recv_cmp);
+	for (int r = 0; r < m->nranks && !migrate_is_fresh(m); r++) {
+		for (int i = 0; i < m->n_new[r]; i++) {
+			const struct migrate_shard *s = &m->new_shards[r][i];
+			uint64_t at = s->lo;
+
+			while (at < s->hi) {
+				const struct migrate_tuple *t =
+					j < m->ntuples ? byrecv[j] : NULL;
+
+				if (!t || t->to != r || t->layer != s->layer ||
+				    t->tensor != s->tensor || t->lo != at) {
+					rc = ar_seterr(-AR_EINVAL,
+						       "rank %d layer %d tensor %d: byte %llu has %s source",
+						       r, s->layer, s->tensor,
+						       (unsigned long long)at,
+						       t && t->to == r &&
+						       t->layer == s->layer &&
+						       t->tensor == s->tensor &&
+						       t->lo < at ? "more than one" : "no");
+					goto out;
+				}
+				at = t->hi;
+				j++;
+			}
+		}
+		if (j < m->ntuples && byrecv[j]->to == r) {
+			rc = ar_seterr(-AR_EINVAL,
+				       "rank %d receives bytes outside its new shards",
+				       r);
+			goto out;
+		}
+	}
+
+	/* Stage-2 rounds: one send peer and one receive peer per rank. */
+	for (long i = 0; i < m->ntuples;) {
+		int round = m->tuples[i].round;
+
+		for (int r = 0; r < m->nranks; r++)
+			peer_out[r] = peer_in[r] = -1;
+		for (; i < m->ntuples && m->tuples[i].round == round; i++) {
+			const struct migrate_tuple *t = &m->tuples[i];
+
+			if (round == 0 || t->from == t->to)
+				continue;
+			if ((peer_out[t->from] >= 0 && peer_out[t->from] != t->to) ||
+			    (peer_in[t->to] >= 0 && peer_in[t->to] != t->from)) {
+				rc = ar_seterr(-AR_EINVAL,
+					       "round %d: rank %d or %d has two peers",
+					       round, t->from, t->to);
+				goto out;
+			}
+			peer_out[t->from] = t->to;
+			peer_in[t->to] = t->from;
+		}
+	}
+out:
+	free(byrecv);
+	free(peer_out);
+	free(peer_in);
+	return rc;
+}
