@@ -18,7 +18,11 @@
 
 #include <cuda_runtime.h>
 #include <mpi.h>
+/* nccl.h declares some functions with empty parameter lists. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
 #include <nccl.h>
+#pragma GCC diagnostic pop
 
 #define AR_INTERNAL
 #include "migrate_private.h"

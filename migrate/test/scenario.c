@@ -11,7 +11,7 @@
 
 const char *const scenario_names[] = {
 	"tp2to4", "tp4to2", "stages", "replica-add", "replica-remove",
-	"gpu-type", "ep", "join", "fresh", NULL
+	"gpu-type", "ep", "join", "pair", "fresh", NULL
 };
 
 struct costmodel_plan *scenario_plan_new(void)
@@ -256,6 +256,26 @@ int scenario_build(const char *name, struct scenario *sc)
 			scenario_place(tm, r, 0, r, 0);
 			scenario_place(tm, r, 1, r, 1);
 		}
+		sc->old_plan = o;
+		sc->new_plan = n;
+	} else if (!strcmp(name, "pair")) {
+		/* Two GPUs swap stages and move the split between them. */
+		struct costmodel_plan *o = scenario_plan_new();
+		struct costmodel_plan *n = scenario_plan_new();
+		struct costmodel_template *tm;
+
+		sc->layout = scenario_layout_dense(nl, 1);
+		sc->topo = scenario_topo(1, 2);
+		tm = scenario_template_add(o, 2, 1);
+		scenario_stage_set(tm, 0, 1, 0, 2);
+		scenario_stage_set(tm, 1, 1, 3, nl - 1);
+		scenario_place(tm, 0, 0, 0, 0);
+		scenario_place(tm, 0, 1, 0, 1);
+		tm = scenario_template_add(n, 2, 1);
+		scenario_stage_set(tm, 0, 1, 0, 3);
+		scenario_stage_set(tm, 1, 1, 4, nl - 1);
+		scenario_place(tm, 0, 0, 0, 1);
+		scenario_place(tm, 0, 1, 0, 0);
 		sc->old_plan = o;
 		sc->new_plan = n;
 	} else if (!strcmp(name, "fresh")) {
