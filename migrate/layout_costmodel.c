@@ -12,6 +12,12 @@
 #define AR_INTERNAL
 #include "migrate_private.h"
 
+/*
+ * Achieved over nominal link bandwidth: the cost model's factor
+ * (docs/costmodel.md), so migration times and iteration times agree.
+ */
+#define LINK_EFFICIENCY		0.8
+
 /* Bytes of state per parameter that are weights and gradients. */
 #define WEIGHT_BYTES_PER_PARAM	2.0	/* BF16 */
 #define GRAD_BYTES_PER_PARAM	4.0	/* FP32 accumulation */
@@ -140,10 +146,10 @@ int migrate_topo_from_cluster(const struct costmodel *cm,
 		}
 		snprintf(mn->name, sizeof(mn->name), "%s", cn->name);
 		mn->gpus = cn->gpus;
-		mn->intra_GBps = gpu->intra_node_GBps;
+		mn->intra_GBps = gpu->intra_node_GBps * LINK_EFFICIENCY;
 		gbps = cl->inter_node_gbps > 0 ? cl->inter_node_gbps :
 						 gpu->network_gbps;
-		mn->nic_GBps = gbps / 8.0;
+		mn->nic_GBps = gbps / 8.0 * LINK_EFFICIENCY;
 	}
 	*topop = topo;
 	return 0;

@@ -119,7 +119,8 @@ void migrate_topo_free(struct migrate_topo *topo);
 
 /*
  * migrate_topo_from_cluster() - nodes of @cl with the bandwidths of their
- * GPU profiles (network_gbps / 8, or the cluster's inter_node_gbps / 8).
+ * GPU profiles (network_gbps / 8, or the cluster's inter_node_gbps / 8),
+ * times the cost model's link efficiency of 0.8.
  * Caller frees *@topop with migrate_topo_free().
  */
 int migrate_topo_from_cluster(const struct costmodel *cm,
