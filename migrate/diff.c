@@ -379,6 +379,17 @@ struct holder_index {
 	struct holder *v;
 };
 
+static int holder_cmp(const void *a, const void *b)
+{
+	const struct holder *x = a, *y = b;
+
+	if (x->lo != y->lo)
+		return x->lo < y->lo ? -1 : 1;
+	if (x->hi != y->hi)
+		return x->hi < y->hi ? -1 : 1;
+	return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
 static int holder_index_build(const struct migrate *m, struct holder_index *hi)
 {
 	int nkeys = m->layout->nlayers * MIGRATE_NUM_TENSORS;
@@ -415,6 +426,10 @@ static int holder_index_build(const struct migrate *m, struct holder_index *hi)
 			};
 		}
 	free(fill);
+	/* Same ranges side by side: a shard's cuts then come deduplicated. */
+	for (int k = 0; k < nkeys; k++)
+		qsort(&hi->v[hi->start[k]], hi->start[k + 1] - hi->start[k],
+		      sizeof(*hi->v), holder_cmp);
 	return 0;
 }
 
@@ -497,107 +512,157 @@ static int u64_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Scratch space of shard_sources(), reused from shard to shard. */
+struct scratch {
+	uint64_t *cuts;
+	const struct holder **cand;	/* holders overlapping the shard */
+	const struct holder **best;	/* those of the best link class */
+	enum migrate_link *link;	/* [i]: link from cand[i] to the receiver */
+	int cap;
+};
+
+static void scratch_free(struct scratch *sc)
+{
+	free(sc->cuts);
+	free(sc->cand);
+	free(sc->best);
+	free(sc->link);
+}
+
+static int scratch_reserve(struct scratch *sc, int nh)
+{
+	int cap = 2 * nh + 2;
+
+	if (sc->cap >= cap)
+		return 0;
+	scratch_free(sc);
+	sc->cuts = malloc(cap * sizeof(*sc->cuts));
+	sc->cand = malloc(cap * sizeof(*sc->cand));
+	sc->best = malloc(cap * sizeof(*sc->best));
+	sc->link = malloc(cap * sizeof(*sc->link));
+	if (!sc->cuts || !sc->cand || !sc->best || !sc->link) {
+		sc->cap = 0;
+		return -ENOMEM;
+	}
+	sc->cap = cap;
+	return 0;
+}
+
+
+static int emit(struct migrate *m, struct loads *ld, struct tuple_vec *tv,
+		const struct migrate_shard *s, int to, const struct holder *h,
+		uint64_t a, uint64_t e)
+{
+	struct migrate_tuple t = {
+		.layer = s->layer, .tensor = s->tensor,
+		.lo = a, .hi = e,
+		.from = h->rank, .to = to,
+		.src_offset = h->offset + (a - h->lo),
+		.dst_offset = s->offset + (a - s->lo),
+	};
+
+	if (h->rank == to) {
+		m->stats.bytes_local += e - a;
+	} else {
+		m->stats.bytes_min += e - a;
+		sender_charge(m, ld, h->rank, to, e - a);
+	}
+	return tuple_push(tv, &t);
+}
+
 /*
  * Sources for one new shard @s of rank @to: cut it at every boundary of
- * the old holders that overlap it, and give each piece to the best holder.
+ * the old holders that overlap it, and give each piece to a holder of the
+ * fastest link class.  Among several such holders the least loaded wins,
+ * piece by piece in BALANCE_GRANULE steps, so big shards spread over all
+ * the replicas that hold them.
  */
 static int shard_sources(struct migrate *m, const struct holder_index *hx,
 			 struct loads *ld, int to,
 			 const struct migrate_shard *s, struct tuple_vec *tv,
-			 uint64_t **cutsp, int *ncutcap)
+			 struct scratch *sc)
 {
 	int k = s->layer * MIGRATE_NUM_TENSORS + s->tensor;
 	const struct holder *hs = &hx->v[hx->start[k]];
 	int nh = hx->start[k + 1] - hx->start[k];
-	uint64_t *cuts = *cutsp;
-	int ncuts = 0;
-	int rc;
+	int ncand = 0, ncuts = 0, rc;
 
 	/* Fast path: this GPU already holds the whole range. */
+	for (int i = 0; i < nh; i++)
+		if (hs[i].rank == to && hs[i].lo <= s->lo && hs[i].hi >= s->hi)
+			return emit(m, ld, tv, s, to, &hs[i], s->lo, s->hi);
+
+	rc = scratch_reserve(sc, nh);
+	if (rc < 0)
+		return rc;
+	sc->cuts[ncuts++] = s->lo;
+	sc->cuts[ncuts++] = s->hi;
 	for (int i = 0; i < nh; i++) {
-		if (hs[i].rank == to && hs[i].lo <= s->lo &&
-		    hs[i].hi >= s->hi) {
-			struct migrate_tuple t = {
-				.layer = s->layer, .tensor = s->tensor,
-				.lo = s->lo, .hi = s->hi,
-				.from = to, .to = to,
-				.src_offset = hs[i].offset + (s->lo - hs[i].lo),
-				.dst_offset = s->offset,
-			};
-
-			m->stats.bytes_local += s->hi - s->lo;
-			return tuple_push(tv, &t);
-		}
+		if (hs[i].hi <= s->lo || hs[i].lo >= s->hi)
+			continue;
+		sc->link[ncand] = migrate_link_of(m, hs[i].rank, to);
+		sc->cand[ncand++] = &hs[i];
+		/* Replicas hold the same ranges: cut once per distinct range. */
+		if (i && hs[i].lo == hs[i - 1].lo && hs[i].hi == hs[i - 1].hi)
+			continue;
+		if (hs[i].lo > s->lo)
+			sc->cuts[ncuts++] = hs[i].lo;
+		if (hs[i].hi < s->hi)
+			sc->cuts[ncuts++] = hs[i].hi;
 	}
-
-	if (*ncutcap < 2 * nh + 2) {
-		int cap = 2 * nh + 2;
-
-		cuts = realloc(cuts, cap * sizeof(*cuts));
-		if (!cuts)
-			return -ENOMEM;
-		*cutsp = cuts;
-		*ncutcap = cap;
-	}
-	cuts[ncuts++] = s->lo;
-	cuts[ncuts++] = s->hi;
-	for (int i = 0; i < nh; i++) {
-		if (hs[i].lo > s->lo && hs[i].lo < s->hi)
-			cuts[ncuts++] = hs[i].lo;
-		if (hs[i].hi > s->lo && hs[i].hi < s->hi)
-			cuts[ncuts++] = hs[i].hi;
-	}
-	qsort(cuts, ncuts, sizeof(*cuts), u64_cmp);
+	qsort(sc->cuts, ncuts, sizeof(*sc->cuts), u64_cmp);
 
 	for (int c = 0; c + 1 < ncuts; c++) {
-		uint64_t a = cuts[c], b = cuts[c + 1];
+		uint64_t a = sc->cuts[c], b = sc->cuts[c + 1];
+		enum migrate_link best_link = MIGRATE_LINK_NET;
+		int nbest = 0;
 
+		if (a == b)
+			continue;
+		/* Every candidate covers the piece whole or not at all. */
+		for (int i = 0; i < ncand; i++) {
+			const struct holder *h = sc->cand[i];
+			enum migrate_link lk = sc->link[i];
+
+			if (h->lo > a || h->hi < b)
+				continue;
+			if (nbest && lk > best_link)
+				continue;
+			if (!nbest || lk < best_link)
+				nbest = 0;
+			best_link = lk;
+			sc->best[nbest++] = h;
+		}
+		if (!nbest)
+			return ar_seterr(-AR_EINFEASIBLE,
+					 "migrate: no GPU of the old plan holds bytes [%llu, %llu) of tensor %d of layer %d",
+					 (unsigned long long)a,
+					 (unsigned long long)b, s->tensor,
+					 s->layer);
+		if (nbest == 1) {
+			rc = emit(m, ld, tv, s, to, sc->best[0], a, b);
+			if (rc < 0)
+				return rc;
+			continue;
+		}
 		while (a < b) {
 			uint64_t e = b - a > BALANCE_GRANULE ?
 				     a + BALANCE_GRANULE : b;
-			const struct holder *best = NULL;
-			enum migrate_link best_link = MIGRATE_LINK_NET;
-			double best_cost = 0.0;
+			const struct holder *pick = sc->best[0];
+			double pick_cost = sender_cost(m, ld, pick->rank, to,
+						       e - a);
 
-			for (int i = 0; i < nh; i++) {
-				const struct holder *h = &hs[i];
-				enum migrate_link lk;
-				double cost;
+			for (int i = 1; i < nbest; i++) {
+				double cost = sender_cost(m, ld,
+							  sc->best[i]->rank,
+							  to, e - a);
 
-				if (h->lo > a || h->hi < e)
-					continue;
-				lk = migrate_link_of(m, h->rank, to);
-				cost = lk == MIGRATE_LINK_LOCAL ? 0.0 :
-				       sender_cost(m, ld, h->rank, to, e - a);
-				if (!best || lk < best_link ||
-				    (lk == best_link && cost < best_cost)) {
-					best = h;
-					best_link = lk;
-					best_cost = cost;
+				if (cost < pick_cost) {
+					pick = sc->best[i];
+					pick_cost = cost;
 				}
 			}
-			if (!best)
-				return ar_seterr(-AR_EINFEASIBLE,
-						 "migrate: no GPU of the old plan holds bytes [%llu, %llu) of tensor %d of layer %d",
-						 (unsigned long long)a,
-						 (unsigned long long)e,
-						 s->tensor, s->layer);
-
-			struct migrate_tuple t = {
-				.layer = s->layer, .tensor = s->tensor,
-				.lo = a, .hi = e,
-				.from = best->rank, .to = to,
-				.src_offset = best->offset + (a - best->lo),
-				.dst_offset = s->offset + (a - s->lo),
-			};
-
-			if (best_link == MIGRATE_LINK_LOCAL) {
-				m->stats.bytes_local += e - a;
-			} else {
-				m->stats.bytes_min += e - a;
-				sender_charge(m, ld, best->rank, to, e - a);
-			}
-			rc = tuple_push(tv, &t);
+			rc = emit(m, ld, tv, s, to, pick, a, e);
 			if (rc < 0)
 				return rc;
 			a = e;
@@ -628,8 +693,7 @@ int migrate_diff(const struct migrate_layout *layout,
 	struct holder_index hx = { 0 };
 	struct loads ld = { 0 };
 	struct tuple_vec tv = { 0 };
-	uint64_t *cuts = NULL;
-	int ncutcap = 0;
+	struct scratch sc = { 0 };
 	struct migrate *m;
 	double t0 = ar_now();
 
@@ -676,7 +740,7 @@ int migrate_diff(const struct migrate_layout *layout,
 	for (int r = 0; r < m->nranks; r++) {
 		for (int i = 0; i < m->n_new[r]; i++) {
 			rc = shard_sources(m, &hx, &ld, r, &m->new_shards[r][i],
-					   &tv, &cuts, &ncutcap);
+					   &tv, &sc);
 			if (rc < 0)
 				goto out;
 		}
@@ -687,7 +751,7 @@ int migrate_diff(const struct migrate_layout *layout,
 	rc = migrate_schedule(m, opts);
 
 out:
-	free(cuts);
+	scratch_free(&sc);
 	free(tv.v);
 	free(ld.intra_out);
 	free(ld.net_out);

@@ -174,18 +174,8 @@ struct chunk {
 	long tuple;			/* index of the tuple it cuts */
 	uint64_t lo, hi;
 	double time;			/* on its per-GPU link share */
-	double prio;
 	int round;
 };
-
-static int chunk_cmp(const void *a, const void *b)
-{
-	const struct chunk *x = a, *y = b;
-
-	if (x->prio != y->prio)
-		return x->prio > y->prio ? -1 : 1;
-	return x->tuple < y->tuple ? -1 : x->tuple > y->tuple;
-}
 
 /*
  * Per-GPU share of a link for chunk sizing: a node's NIC serves all its
@@ -205,23 +195,28 @@ static double chunk_Bps(const struct migrate *m, int from, int to)
 }
 
 /*
- * Remaining per-GPU send and receive time is the priority that makes the
- * greedy packing serve the busiest GPUs first (list scheduling of an open
- * shop, which stays close to the busiest GPU's load).  On return every
- * chunk has its round, 1 and up, and cs is in no particular order.
+ * Greedy rounds, busiest first: each round serves the receivers in order
+ * of their remaining load, and each takes, among its chunks whose sender
+ * is still free this round, the one whose sender has the most left (list
+ * scheduling of an open shop, which stays close to the busiest GPU's
+ * load).  On return every chunk has its round, 1 and up.
  */
 static int pack_rounds(struct migrate *m, struct chunk *cs, long nc,
 		       int *nroundsp)
 {
-	double *rem_out = calloc(m->nranks, sizeof(double));
-	double *rem_in = calloc(m->nranks, sizeof(double));
-	char *busy_out = calloc(m->nranks, 1);
-	char *busy_in = calloc(m->nranks, 1);
-	struct chunk *picked = malloc((nc + 1) * sizeof(*picked));
-	long left = nc, npicked = 0;
+	double *rem_out = calloc(m->nranks + 1, sizeof(double));
+	double *rem_in = calloc(m->nranks + 1, sizeof(double));
+	char *busy_out = calloc(m->nranks + 1, 1);
+	long *start = calloc(m->nranks + 2, sizeof(long));
+	long *left = calloc(m->nranks + 1, sizeof(long));
+	struct chunk **byrecv = malloc((nc + 1) * sizeof(*byrecv));
+	int *order = malloc((m->nranks + 1) * sizeof(int));
+	size_t nranks = m->nranks > 0 ? (size_t)m->nranks : 0;
+	long done = 0;
 	int round = 0, rc = 0;
 
-	if (!rem_out || !rem_in || !busy_out || !busy_in || !picked) {
+	if (!rem_out || !rem_in || !busy_out || !start || !left || !byrecv ||
+	    !order) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -232,46 +227,74 @@ static int pack_rounds(struct migrate *m, struct chunk *cs, long nc,
 			     chunk_Bps(m, t->from, t->to);
 		rem_out[t->from] += cs[i].time;
 		rem_in[t->to] += cs[i].time;
+		start[t->to + 1]++;
+	}
+	for (int r = 0; r < m->nranks; r++)
+		start[r + 1] += start[r];
+	for (long i = 0; i < nc; i++) {
+		int to = m->tuples[cs[i].tuple].to;
+
+		byrecv[start[to] + left[to]++] = &cs[i];
 	}
 
-	/* cs[0..left) wait; a round's picks move to picked[]. */
-	while (left > 0) {
-		long keep = 0;
+	while (done < nc) {
+		int norder = 0;
 
 		round++;
-		for (long i = 0; i < left; i++) {
-			const struct migrate_tuple *t = &m->tuples[cs[i].tuple];
-			double o = rem_out[t->from], n = rem_in[t->to];
+		for (int r = 0; r < m->nranks; r++)
+			if (left[r])
+				order[norder++] = r;
+		/* Insertion sort by remaining receive load: receivers are few. */
+		for (int i = 1; i < norder; i++) {
+			int r = order[i], j = i;
 
-			cs[i].prio = (o > n ? o : n) + 1e-3 * (o + n);
-		}
-		qsort(cs, left, sizeof(*cs), chunk_cmp);
-		memset(busy_out, 0, m->nranks);
-		memset(busy_in, 0, m->nranks);
-		for (long i = 0; i < left; i++) {
-			const struct migrate_tuple *t = &m->tuples[cs[i].tuple];
-
-			if (busy_out[t->from] || busy_in[t->to]) {
-				cs[keep++] = cs[i];
-				continue;
+			while (j > 0 && rem_in[order[j - 1]] < rem_in[r]) {
+				order[j] = order[j - 1];
+				j--;
 			}
-			busy_out[t->from] = 1;
-			busy_in[t->to] = 1;
-			rem_out[t->from] -= cs[i].time;
-			rem_in[t->to] -= cs[i].time;
-			cs[i].round = round;
-			picked[npicked++] = cs[i];
+			order[j] = r;
 		}
-		left = keep;
+		memset(busy_out, 0, nranks);
+		for (int i = 0; i < norder; i++) {
+			int r = order[i];
+			struct chunk **mine = &byrecv[start[r]];
+			long pick = -1;
+
+			for (long j = 0; j < left[r]; j++) {
+				int from = m->tuples[mine[j]->tuple].from;
+
+				if (busy_out[from])
+					continue;
+				if (pick < 0 ||
+				    rem_out[from] >
+				    rem_out[m->tuples[mine[pick]->tuple].from])
+					pick = j;
+			}
+			if (pick < 0)
+				continue;
+			struct chunk *c = mine[pick];
+			int from = m->tuples[c->tuple].from;
+
+			busy_out[from] = 1;
+			rem_out[from] -= c->time;
+			rem_in[r] -= c->time;
+			c->round = round;
+			/* Keep the receiver's list in order: shift, don't swap. */
+			memmove(&mine[pick], &mine[pick + 1],
+				(left[r] - pick - 1) * sizeof(*mine));
+			left[r]--;
+			done++;
+		}
 	}
-	memcpy(cs, picked, nc * sizeof(*cs));
 	*nroundsp = round;
 out:
 	free(rem_out);
 	free(rem_in);
 	free(busy_out);
-	free(busy_in);
-	free(picked);
+	free(start);
+	free(left);
+	free(byrecv);
+	free(order);
 	return rc;
 }
 
