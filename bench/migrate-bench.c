@@ -3,8 +3,8 @@
  * paper's scenarios, and the time of the plan diff at 512 GPUs.
  *
  * Layouts come from the models' published architectures (16 bytes of
- * state per parameter: BF16 weights, FP32 gradients, FP32 master weights
- * and Adam moments); link bandwidths from docs/costmodel.md's GPU table at
+ * state per parameter as docs/costmodel.md counts them: BF16 weights and
+ * gradients, FP32 master weights and Adam moments); link bandwidths from docs/costmodel.md's GPU table at
  * the cost model's 0.8 efficiency, on 100 Gb/s Ethernet as in §6.2.  Plans
  * are built the way the planners shape them (one template per node type,
  * or pipelines that span the nodes), not searched: the bench measures the
@@ -43,9 +43,9 @@ static const struct arch llama8b = {
 static void set_state(struct migrate_layer *ly, double params)
 {
 	ly->bytes[MIGRATE_KIND_WEIGHT] = (uint64_t)(2 * params);
-	ly->bytes[MIGRATE_KIND_GRAD] = (uint64_t)(4 * params);
+	ly->bytes[MIGRATE_KIND_GRAD] = (uint64_t)(2 * params);
 	ly->bytes[MIGRATE_KIND_OPTIM] =
-		(uint64_t)((STATE_PER_PARAM - 6) * params);
+		(uint64_t)((STATE_PER_PARAM - 4) * params);
 }
 
 static struct migrate_layout *layout_of(const struct arch *a)

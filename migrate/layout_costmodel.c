@@ -20,7 +20,7 @@
 
 /* Bytes of state per parameter that are weights and gradients. */
 #define WEIGHT_BYTES_PER_PARAM	2.0	/* BF16 */
-#define GRAD_BYTES_PER_PARAM	4.0	/* FP32 accumulation */
+#define GRAD_BYTES_PER_PARAM	2.0	/* BF16, as docs/costmodel.md counts */
 
 /*
  * Parameters of one layer type: BF16 weight bytes at TP 1 over 2, or at

@@ -89,8 +89,9 @@ void migrate_layout_free(struct migrate_layout *layout);
  * migrate_layout_from_costmodel() - the layout of @cm's model: each
  * layer's parameter count from its profile (param_bytes at TP 1, or at
  * the smallest profiled TP times that TP), state bytes per parameter from
- * the model, split as 2 bytes of weights, 4 of gradients and the rest
- * optimizer state.  Caller frees *@layoutp with migrate_layout_free().
+ * the model, split as the cost model counts them: 2 bytes of BF16
+ * weights, 2 of BF16 gradients, the rest (master weights and Adam
+ * moments) optimizer state.  Caller frees *@layoutp with migrate_layout_free().
  */
 int migrate_layout_from_costmodel(const struct costmodel *cm,
 				  struct migrate_layout **layoutp);
