@@ -198,13 +198,31 @@ static int build_migration(const struct args *a, struct migrate **mp)
 	return 0;
 }
 
+/* @bytes in the largest decimal unit that keeps the number >= 1. */
+static const char *fmt_bytes(char *buf, size_t size, uint64_t bytes)
+{
+	static const char *const units[] = { "B", "kB", "MB", "GB", "TB" };
+	double v = (double)bytes;
+	int u = 0;
+
+	while (v >= 1000.0 && u < 4) {
+		v /= 1000.0;
+		u++;
+	}
+	snprintf(buf, size, u ? "%.3g %s" : "%.0f %s", v, units[u]);
+	return buf;
+}
+
 static void print_prediction(FILE *f, const struct migrate *m)
 {
 	const struct migrate_stats *st = &m->stats;
+	char moved[32], min[32], kept[32];
 
-	fprintf(f, "arachne-migrate: %d ranks, %ld transfers, %d rounds; %.3f GB moved (minimum %.3f GB), %.3f GB kept in place\n",
-		m->nranks, st->ntuples, st->nrounds, st->bytes_moved / 1e9,
-		st->bytes_min / 1e9, st->bytes_local / 1e9);
+	fprintf(f, "arachne-migrate: %d ranks, %ld transfers, %d rounds; %s moved (minimum %s), %s kept in place\n",
+		m->nranks, st->ntuples, st->nrounds,
+		fmt_bytes(moved, sizeof(moved), st->bytes_moved),
+		fmt_bytes(min, sizeof(min), st->bytes_min),
+		fmt_bytes(kept, sizeof(kept), st->bytes_local));
 	fprintf(f, "arachne-migrate: predicted %.3f s (stage 1 %.3f s, stage 2 %.3f s), lower bound %.3f s\n",
 		st->time_s, st->stage1_s, st->stage2_s, st->lower_bound_s);
 }
@@ -427,8 +445,11 @@ static int run_rank(const struct args *a, const struct migrate *m, int rank)
 			rank, node, rk->gpu, ar_errmsg());
 	agreed = migrate_agree(tp, rc == 0, a->timeout_s);
 	if (rank == 0 && agreed == 0) {
-		printf("arachne-migrate: migrated %.3f GB in %.3f s over %s (predicted %.3f s, lower bound %.3f s)\n",
-		       m->stats.bytes_moved / 1e9, ar_now() - t0,
+		char moved[32];
+
+		printf("arachne-migrate: migrated %s in %.3f s over %s (predicted %.3f s, lower bound %.3f s)\n",
+		       fmt_bytes(moved, sizeof(moved), m->stats.bytes_moved),
+		       ar_now() - t0,
 		       migrate_transport_name(tp), m->stats.time_s,
 		       m->stats.lower_bound_s);
 		fflush(stdout);

@@ -376,7 +376,9 @@ int migrate_schedule(struct migrate *m, const struct migrate_opts *opts)
 		m->tuples = out;
 		m->ntuples = nout;
 	}
-	qsort(m->tuples, m->ntuples, sizeof(*m->tuples), migrate_tuple_cmp);
+	if (m->ntuples > 1)
+		qsort(m->tuples, m->ntuples, sizeof(*m->tuples),
+		      migrate_tuple_cmp);
 	m->stats.nrounds = nrounds;
 	migrate_predict(m);
 out:
