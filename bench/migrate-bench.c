@@ -21,6 +21,7 @@
 
 #include "ar.h"
 #include "migrate.h"
+#include "scenario.h"
 
 #define LINK_EFFICIENCY	0.8
 #define NET_GBPS	100.0
@@ -82,71 +83,26 @@ static void node_set(struct migrate_node *n, const struct gpu_type *g,
 	n->nic_GBps = NET_GBPS / 8 * LINK_EFFICIENCY;
 }
 
-/* Plans built by hand: see scenario.c of the tests for the same helpers. */
-static struct costmodel_plan *plan_new(void)
-{
-	return calloc(1, sizeof(struct costmodel_plan));
-}
-
-static struct costmodel_template *tmpl_add(struct costmodel_plan *p,
-					   int nstages, int replicas)
-{
-	struct costmodel_template *tm;
-
-	p->templates = realloc(p->templates,
-			       (p->ntemplates + 1) * sizeof(*p->templates));
-	tm = &p->templates[p->ntemplates++];
-	memset(tm, 0, sizeof(*tm));
-	tm->nstages = nstages;
-	tm->replicas = replicas;
-	tm->placement = calloc(nstages * replicas, sizeof(*tm->placement));
-	return tm;
-}
-
-/* Stages of @tp each, layers split evenly over @nstages. */
+/* Stages of @tp each, layers split evenly over the template's stages. */
 static void tmpl_split(struct costmodel_template *tm, int nlayers, int tp)
 {
-	for (int s = 0; s < tm->nstages; s++) {
-		tm->stages[s].tp = tp;
-		tm->stages[s].first_layer = nlayers * s / tm->nstages;
-		tm->stages[s].last_layer = nlayers * (s + 1) / tm->nstages - 1;
-		tm->stages[s].ep = tm->stages[s].etp = 1;
-		tm->stages[s].edp = tp * tm->replicas;
-	}
-}
-
-static void place(struct costmodel_template *tm, int r, int s, int node,
-		  int gpu0)
-{
-	struct costmodel_group *g = &tm->placement[r * tm->nstages + s];
-
-	g->node = node;
-	for (int k = 0; k < tm->stages[s].tp; k++)
-		g->gpu[k] = (uint8_t)(gpu0 + k);
-}
-
-static void plan_free(struct costmodel_plan *p)
-{
-	if (!p)
-		return;
-	for (int t = 0; t < p->ntemplates; t++)
-		free(p->templates[t].placement);
-	free(p->templates);
-	free(p);
+	for (int s = 0; s < tm->nstages; s++)
+		scenario_stage_set(tm, s, tp, nlayers * s / tm->nstages,
+				   nlayers * (s + 1) / tm->nstages - 1);
 }
 
 /* Each of nodes [0, n) runs its own pipeline of one TP-1 stage per GPU. */
 static struct costmodel_plan *per_node_pipelines(const struct migrate_topo *t,
 						 int n, int nlayers)
 {
-	struct costmodel_plan *p = plan_new();
+	struct costmodel_plan *p = scenario_plan_new();
 
 	for (int i = 0; i < n; i++) {
-		struct costmodel_template *tm = tmpl_add(p, t->nodes[i].gpus, 1);
+		struct costmodel_template *tm = scenario_template_add(p, t->nodes[i].gpus, 1);
 
 		tmpl_split(tm, nlayers, 1);
 		for (int s = 0; s < tm->nstages; s++)
-			place(tm, 0, s, i, s);
+			scenario_place(tm, 0, s, i, s);
 	}
 	return p;
 }
@@ -155,26 +111,26 @@ static struct costmodel_plan *per_node_pipelines(const struct migrate_topo *t,
 static struct costmodel_plan *spanning_pipelines(int n, int replicas,
 						 int nlayers)
 {
-	struct costmodel_plan *p = plan_new();
-	struct costmodel_template *tm = tmpl_add(p, n, replicas);
+	struct costmodel_plan *p = scenario_plan_new();
+	struct costmodel_template *tm = scenario_template_add(p, n, replicas);
 
 	tmpl_split(tm, nlayers, 1);
 	for (int r = 0; r < replicas; r++)
 		for (int s = 0; s < n; s++)
-			place(tm, r, s, s, r);
+			scenario_place(tm, r, s, s, r);
 	return p;
 }
 
 /* Nodes [0, n) of 4 GPUs, each a replica of @depth stages of TP 4/depth. */
 static struct costmodel_plan *node_replicas(int n, int depth, int nlayers)
 {
-	struct costmodel_plan *p = plan_new();
-	struct costmodel_template *tm = tmpl_add(p, depth, n);
+	struct costmodel_plan *p = scenario_plan_new();
+	struct costmodel_template *tm = scenario_template_add(p, depth, n);
 
 	tmpl_split(tm, nlayers, 4 / depth);
 	for (int r = 0; r < n; r++)
 		for (int s = 0; s < depth; s++)
-			place(tm, r, s, r, s * (4 / depth));
+			scenario_place(tm, r, s, r, s * (4 / depth));
 	return p;
 }
 
@@ -256,8 +212,8 @@ static int testbed(void)
 		snprintf(name, sizeof(name), "testbed +%s (%d->%d GPUs)",
 			 order[k]->name, 3 + 4 * (k - 1), 3 + 4 * k);
 		rc = row(name, l, t, o, n);
-		plan_free(o);
-		plan_free(n);
+		scenario_plan_free(o);
+		scenario_plan_free(n);
 
 		/* The same join when pipelines span the nodes (PP grows). */
 		o = spanning_pipelines(k, 3, l->nlayers);
@@ -266,8 +222,8 @@ static int testbed(void)
 			 k, k + 1);
 		if (!rc)
 			rc = row(name, l, t, o, n);
-		plan_free(o);
-		plan_free(n);
+		scenario_plan_free(o);
+		scenario_plan_free(n);
 	}
 	migrate_layout_free(l);
 	migrate_topo_free(t);
@@ -293,8 +249,8 @@ static int join_one_node(void)
 		snprintf(name, sizeof(name), "llama8b h100 +1 node (%d->%d)",
 			 4 * sizes[i], 4 * sizes[i] + 4);
 		rc = row(name, l, t, o, n);
-		plan_free(o);
-		plan_free(n);
+		scenario_plan_free(o);
+		scenario_plan_free(n);
 	}
 	migrate_layout_free(l);
 	migrate_topo_free(t);
@@ -315,24 +271,24 @@ static int diff_512(void)
 	o = node_replicas(128, 2, l->nlayers);
 	n = node_replicas(128, 4, l->nlayers);
 	rc = row("512 GPUs PP2xTP2 -> PP4xTP1", l, t, o, n);
-	plan_free(o);
-	plan_free(n);
+	scenario_plan_free(o);
+	scenario_plan_free(n);
 
 	/* TP 4 per node to pipelines spanning 4 nodes at TP 4. */
 	o = node_replicas(128, 1, l->nlayers);
-	n = plan_new();
+	n = scenario_plan_new();
 	{
-		struct costmodel_template *tm = tmpl_add(n, 4, 32);
+		struct costmodel_template *tm = scenario_template_add(n, 4, 32);
 
 		tmpl_split(tm, l->nlayers, 4);
 		for (int r = 0; r < 32; r++)
 			for (int s = 0; s < 4; s++)
-				place(tm, r, s, 4 * r + s, 0);
+				scenario_place(tm, r, s, 4 * r + s, 0);
 	}
 	if (!rc)
 		rc = row("512 GPUs DP128xTP4 -> PP4xDP32xTP4", l, t, o, n);
-	plan_free(o);
-	plan_free(n);
+	scenario_plan_free(o);
+	scenario_plan_free(n);
 	migrate_layout_free(l);
 	migrate_topo_free(t);
 	return rc;

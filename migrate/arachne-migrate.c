@@ -435,7 +435,6 @@ static int run_rank(const struct args *a, const struct migrate *m, int rank)
 		fprintf(stderr, "arachne-migrate: rank %d (%s GPU %d): %s; old shard files unchanged\n",
 			rank, node, rk->gpu, ar_errmsg());
 		statedir_unstage(a->state_dir, m, rank);
-		rc = agreed;
 		MPI_Abort(MPI_COMM_WORLD, EXIT_FAILED);
 	}
 	sig_committing = 1;
