@@ -355,7 +355,60 @@ static bool fault_parse(int rank, struct fault *f)
 	return r == rank;
 }
 
-static int run_rank(const struct args *a, const struct migrate *m, int rank)
+/*
+ * Which migration rank this process is.  When the cluster's node names are
+ * the hosts the ranks run on (a real allocation), each host's ranks take
+ * that node's GPUs in the order of their world ranks, however the launcher
+ * numbered them; otherwise (anonymous node names, or one host running
+ * everything) world rank i is migration rank i.  Every rank sees the same
+ * names, so every rank makes the same choice.
+ */
+static int place_ranks(const struct migrate *m, MPI_Comm *commp, int *rankp)
+{
+	enum { NAME = 64 };
+	char host[MPI_MAX_PROCESSOR_NAME] = "", *all;
+	int *mapped, wrank, wsize, len = 0, key;
+	bool match = true;
+
+	MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+	MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+	MPI_Get_processor_name(host, &len);
+	host[strcspn(host, ".")] = '\0';
+	host[NAME - 1] = '\0';
+	all = calloc(wsize, NAME);
+	mapped = calloc(wsize, sizeof(int));
+	if (!all || !mapped) {
+		free(all);
+		free(mapped);
+		return -ENOMEM;
+	}
+	MPI_Allgather(host, NAME, MPI_CHAR, all, NAME, MPI_CHAR,
+		      MPI_COMM_WORLD);
+	for (int i = 0; i < wsize && match; i++) {
+		const char *h = all + (size_t)i * NAME;
+		int node = -1, k = 0, r;
+
+		for (int n = 0; n < m->topo->nnodes && node < 0; n++)
+			if (!strcmp(m->topo->nodes[n].name, h))
+				node = n;
+		for (int j = 0; j < i; j++)
+			k += !strcmp(all + (size_t)j * NAME, h);
+		for (r = 0; node >= 0 && r < m->nranks; r++)
+			if (m->ranks[r].node == node && k-- == 0)
+				break;
+		match = node >= 0 && r < m->nranks;
+		mapped[i] = r;
+	}
+	key = match ? mapped[wrank] : wrank;
+	free(all);
+	free(mapped);
+	MPI_Comm_split(MPI_COMM_WORLD, 0, key, commp);
+	MPI_Comm_rank(*commp, rankp);
+	return 0;
+}
+
+static int run_rank(const struct args *a, const struct migrate *m,
+		    MPI_Comm comm, int rank)
 {
 	const struct migrate_rank *rk = &m->ranks[rank];
 	const char *node = m->topo->nodes[rk->node].name;
@@ -370,8 +423,8 @@ static int run_rank(const struct args *a, const struct migrate *m, int rank)
 	int rc, agreed;
 	bool nccl = !strcmp(a->transport, "nccl");
 
-	rc = nccl ? migrate_transport_nccl_create(NULL, rk->gpu, &tp) :
-		    migrate_transport_mpi_create(NULL, &tp);
+	rc = nccl ? migrate_transport_nccl_create(&comm, rk->gpu, &tp) :
+		    migrate_transport_mpi_create(&comm, &tp);
 	if (rc < 0) {
 		fprintf(stderr, "arachne-migrate: rank %d (%s GPU %d): %s transport: %s\n",
 			rank, node, rk->gpu, a->transport, ar_errmsg());
@@ -496,6 +549,7 @@ int main(int argc, char **argv)
 {
 	struct migrate *m = NULL;
 	struct args a;
+	MPI_Comm comm;
 	int rank = 0, size = 0, rc;
 
 	if (parse_args(argc, argv, &a) < 0)
@@ -532,7 +586,13 @@ int main(int argc, char **argv)
 		return 0;
 	}
 
-	rc = run_rank(&a, m, rank);
+	rc = place_ranks(m, &comm, &rank);
+	if (rc < 0) {
+		fprintf(stderr, "arachne-migrate: %s\n", ar_strerror(rc));
+		MPI_Abort(MPI_COMM_WORLD, EXIT_FAILED);
+	}
+	rc = run_rank(&a, m, comm, rank);
+	MPI_Comm_free(&comm);
 	migrate_free(m);
 	MPI_Finalize();
 	return rc;

@@ -273,8 +273,9 @@ int migrate_transport_mpi_create(const void *mpi_comm,
 /*
  * migrate_transport_nccl_create() - device-buffer transport over NCCL
  * (ncclSend/ncclRecv in groups); the NCCL unique id is broadcast over
- * @mpi_comm.  Uses CUDA device @cuda_device; buffers given to
- * migrate_run() must be device memory.  -AR_ENOTBUILT without NCCL,
+ * @mpi_comm.  Uses CUDA device @cuda_device (the GPU's index in its node;
+ * a process that sees a single device uses it, as Slurm binds one GPU per
+ * task); buffers given to migrate_run() must be device memory.  -AR_ENOTBUILT without NCCL,
  * -ENODEV without a GPU.
  */
 int migrate_transport_nccl_create(const void *mpi_comm, int cuda_device,

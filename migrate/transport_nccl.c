@@ -230,6 +230,9 @@ int migrate_nccl_open(const void *mpi_comm, int cuda_device,
 		return ar_seterr(-ENODEV, "migrate: no CUDA device (%s)",
 				 e == cudaSuccess ? "none found" :
 						    cudaGetErrorString(e));
+	/* Slurm's --gpus-per-task=1 leaves one visible device: that one. */
+	if (ndev == 1)
+		cuda_device = 0;
 	if (cuda_device < 0 || cuda_device >= ndev)
 		return ar_seterr(-ENODEV, "migrate: CUDA device %d does not exist (%d found)",
 				 cuda_device, ndev);

@@ -55,6 +55,20 @@ test_expect_success 'a 20 MB state in many stage-2 rounds' '
 	! grep -v " ok$" big.verify
 '
 
+# A node named after this host makes the ranks map themselves by host name
+# (what srun on a real allocation gives); the result must be the same.
+test_expect_success 'ranks placed by host name when the nodes are real hosts' '
+	host=$(hostname | cut -d. -f1) &&
+	"$FIXTURE" migration tp4to2 host0.json 3 >/dev/null &&
+	sed -e "s/\"name\":\"n0\"/\"name\":\"$host\"/" host0.json >host.json &&
+	grep "\"$host\"" host.json &&
+	mkdir host.d && "$FIXTURE" init host.json host.d &&
+	test -f "host.d/rank-$host-3.bin" &&
+	mpi 4 --migration host.json --state-dir host.d >host.out &&
+	"$FIXTURE" verify host.json host.d >host.verify &&
+	! grep -v " ok$" host.verify
+'
+
 test_expect_success 'a fresh start has nothing to migrate and writes nothing' '
 	np=$("$FIXTURE" migration fresh fresh.json 1) &&
 	rm -rf fresh.d && mkdir fresh.d &&
