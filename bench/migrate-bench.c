@@ -2,15 +2,14 @@
  * migrate-bench - the migration schedule against its lower bound on the
  * paper's scenarios, and the time of the plan diff at 512 GPUs.
  *
- * Layouts come from the models' published architectures (16 bytes of
- * state per parameter as docs/costmodel.md counts them: BF16 weights and
- * gradients, FP32 master weights and Adam moments); link bandwidths from docs/costmodel.md's GPU table at
- * the cost model's 0.8 efficiency, on 100 Gb/s Ethernet as in §6.2.  Plans
- * are built the way the planners shape them (one template per node type,
- * or pipelines that span the nodes), not searched: the bench measures the
- * migration, not the planner.
+ * Layouts and link bandwidths come from the cost model and the shipped
+ * profiles (migrate_layout_from_costmodel(), migrate_topo_from_cluster()):
+ * GPT-Neo-2.7B on the §6.2 testbed, LLaMA-3-8B on H100 nodes and on the
+ * 3-type 512-GPU cluster.  Plans are built the way planners shape them
+ * (one template per node type, or pipelines that span the nodes), not
+ * searched: the bench measures the migration, not the planner.
  *
- * Usage: migrate-bench [--repeat N]
+ * Usage: migrate-bench [--repeat N]   (profiles from $AR_PROFILES)
  */
 #include "config.h"
 
@@ -20,67 +19,49 @@
 #include <time.h>
 
 #include "ar.h"
+#include "costmodel.h"
 #include "migrate.h"
 #include "scenario.h"
 
-#define LINK_EFFICIENCY	0.8
-#define NET_GBPS	100.0
-#define STATE_PER_PARAM	16.0
-
-struct arch {
-	const char *name;
-	double hidden, ffn, heads, kv_heads, head_dim, vocab;
-	int blocks;
-	bool gated;
+struct setup {
+	struct costmodel *cm;
+	struct costmodel_cluster *cl;
+	struct migrate_layout *layout;
+	struct migrate_topo *topo;
 };
 
-static const struct arch gpt_neo = {
-	"gpt-neo-2.7b", 2560, 10240, 20, 20, 128, 50257, 32, false,
-};
-static const struct arch llama8b = {
-	"llama3-8b", 4096, 14336, 32, 8, 128, 128256, 32, true,
-};
-
-static void set_state(struct migrate_layer *ly, double params)
+static void setup_fini(struct setup *su)
 {
-	ly->bytes[MIGRATE_KIND_WEIGHT] = (uint64_t)(2 * params);
-	ly->bytes[MIGRATE_KIND_GRAD] = (uint64_t)(2 * params);
-	ly->bytes[MIGRATE_KIND_OPTIM] =
-		(uint64_t)((STATE_PER_PARAM - 4) * params);
+	migrate_layout_free(su->layout);
+	migrate_topo_free(su->topo);
+	costmodel_cluster_free(su->cl);
+	costmodel_destroy(su->cm);
 }
 
-static struct migrate_layout *layout_of(const struct arch *a)
+/* @model's layout on the cluster of @cluster_json (a JSON text). */
+static int setup_init(struct setup *su, const char *model,
+		      const char *cluster_json)
 {
-	struct migrate_layout *l = migrate_layout_create(a->blocks + 2);
-	double q = a->heads * a->head_dim, kv = a->kv_heads * a->head_dim;
-	double block = a->hidden * (q + 2 * kv) + q * a->hidden +
-		       (a->gated ? 3 : 2) * a->hidden * a->ffn + 2 * a->hidden;
+	struct costmodel_opts opts = { .profiles_dir = getenv("AR_PROFILES") };
+	json_t *root = json_loads(cluster_json, 0, NULL);
+	int rc;
 
-	set_state(&l->layers[0], a->vocab * a->hidden);
-	for (int i = 1; i <= a->blocks; i++)
-		set_state(&l->layers[i], block);
-	set_state(&l->layers[a->blocks + 1], a->vocab * a->hidden + a->hidden);
-	return l;
-}
-
-struct gpu_type {
-	const char *name;
-	double intra_GBps;		/* nominal, per direction */
-};
-
-static const struct gpu_type rtx6000 = { "rtx-pro-6000", 50 };
-static const struct gpu_type a6000 = { "a6000", 25 };
-static const struct gpu_type a5000 = { "a5000", 25 };
-static const struct gpu_type h100 = { "h100", 450 };
-static const struct gpu_type a100 = { "a100-40", 300 };
-
-static void node_set(struct migrate_node *n, const struct gpu_type *g,
-		     int gpus, int idx)
-{
-	snprintf(n->name, sizeof(n->name), "%s-%03d", g->name, idx);
-	n->gpus = gpus;
-	n->intra_GBps = g->intra_GBps * LINK_EFFICIENCY;
-	n->nic_GBps = NET_GBPS / 8 * LINK_EFFICIENCY;
+	memset(su, 0, sizeof(*su));
+	if (!opts.profiles_dir)
+		opts.profiles_dir = AR_SRC_PROFILES_DIR;
+	rc = costmodel_load(model, &opts, &su->cm);
+	if (!rc)
+		rc = costmodel_cluster_from_json(su->cm, root, &su->cl);
+	if (!rc)
+		rc = migrate_layout_from_costmodel(su->cm, &su->layout);
+	if (!rc)
+		rc = migrate_topo_from_cluster(su->cm, su->cl, &su->topo);
+	json_decref(root);
+	if (rc < 0) {
+		fprintf(stderr, "migrate-bench: %s: %s\n", model, ar_errmsg());
+		setup_fini(su);
+	}
+	return rc;
 }
 
 /* Stages of @tp each, layers split evenly over the template's stages. */
@@ -194,39 +175,44 @@ static int row(const char *name, const struct migrate_layout *l,
 /* §6.2: 3 RTX PRO 6000, then A6000, A5000, A6000, A6000 nodes join. */
 static int testbed(void)
 {
-	static const struct gpu_type *order[] = {
-		&rtx6000, &a6000, &a5000, &a6000, &a6000,
+	static const char *const order[] = {
+		"rtx-pro-6000", "a6000", "a5000", "a6000", "a6000",
 	};
-	struct migrate_layout *l = layout_of(&gpt_neo);
-	struct migrate_topo *t = migrate_topo_create(5);
+	struct setup su;
 	char name[64];
-	int rc = 0;
+	int rc;
 
-	for (int i = 0; i < 5; i++)
-		node_set(&t->nodes[i], order[i], i ? 4 : 3, i);
+	rc = setup_init(&su, "gpt-neo-2.7b",
+		"{\"name\":\"testbed\",\"inter_node_gbps\":100,\"nodes\":["
+		"{\"gpu\":\"rtx-pro-6000\",\"gpus_per_node\":3,\"count\":1},"
+		"{\"gpu\":\"a6000\",\"gpus_per_node\":4,\"count\":1},"
+		"{\"gpu\":\"a5000\",\"gpus_per_node\":4,\"count\":1},"
+		"{\"gpu\":\"a6000\",\"gpus_per_node\":4,\"count\":2}]}");
+	if (rc < 0)
+		return rc;
 	for (int k = 1; k < 5 && !rc; k++) {
+		int nl = su.layout->nlayers;
 		struct costmodel_plan *o, *n;
 
-		o = per_node_pipelines(t, k, l->nlayers);
-		n = per_node_pipelines(t, k + 1, l->nlayers);
+		o = per_node_pipelines(su.topo, k, nl);
+		n = per_node_pipelines(su.topo, k + 1, nl);
 		snprintf(name, sizeof(name), "testbed +%s (%d->%d GPUs)",
-			 order[k]->name, 3 + 4 * (k - 1), 3 + 4 * k);
-		rc = row(name, l, t, o, n);
+			 order[k], 3 + 4 * (k - 1), 3 + 4 * k);
+		rc = row(name, su.layout, su.topo, o, n);
 		scenario_plan_free(o);
 		scenario_plan_free(n);
 
 		/* The same join when pipelines span the nodes (PP grows). */
-		o = spanning_pipelines(k, 3, l->nlayers);
-		n = spanning_pipelines(k + 1, 3, l->nlayers);
-		snprintf(name, sizeof(name), "testbed +%s, PP %d->%d", order[k]->name,
-			 k, k + 1);
+		o = spanning_pipelines(k, 3, nl);
+		n = spanning_pipelines(k + 1, 3, nl);
+		snprintf(name, sizeof(name), "testbed +%s, PP %d->%d",
+			 order[k], k, k + 1);
 		if (!rc)
-			rc = row(name, l, t, o, n);
+			rc = row(name, su.layout, su.topo, o, n);
 		scenario_plan_free(o);
 		scenario_plan_free(n);
 	}
-	migrate_layout_free(l);
-	migrate_topo_free(t);
+	setup_fini(&su);
 	return rc;
 }
 
@@ -234,63 +220,72 @@ static int testbed(void)
 static int join_one_node(void)
 {
 	static const int sizes[] = { 2, 8, 32, 127 };
-	struct migrate_layout *l = layout_of(&llama8b);
-	struct migrate_topo *t = migrate_topo_create(128);
+	struct setup su;
 	char name[64];
-	int rc = 0;
+	int rc;
 
-	for (int i = 0; i < 128; i++)
-		node_set(&t->nodes[i], &h100, 4, i);
+	rc = setup_init(&su, "llama3-8b",
+		"{\"name\":\"h100\",\"inter_node_gbps\":100,\"nodes\":["
+		"{\"gpu\":\"h100\",\"gpus_per_node\":4,\"count\":128}]}");
+	if (rc < 0)
+		return rc;
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(*sizes) && !rc; i++) {
-		struct costmodel_plan *o = node_replicas(sizes[i], 2, l->nlayers);
-		struct costmodel_plan *n = node_replicas(sizes[i] + 1, 2,
-							 l->nlayers);
+		int nl = su.layout->nlayers;
+		struct costmodel_plan *o = node_replicas(sizes[i], 2, nl);
+		struct costmodel_plan *n = node_replicas(sizes[i] + 1, 2, nl);
 
 		snprintf(name, sizeof(name), "llama8b h100 +1 node (%d->%d)",
 			 4 * sizes[i], 4 * sizes[i] + 4);
-		rc = row(name, l, t, o, n);
+		rc = row(name, su.layout, su.topo, o, n);
 		scenario_plan_free(o);
 		scenario_plan_free(n);
 	}
-	migrate_layout_free(l);
-	migrate_topo_free(t);
+	setup_fini(&su);
 	return rc;
 }
 
-/* 512 GPUs: every node re-plans (PP2 x TP2 -> PP4 x TP1), and a 3-type mix. */
+/* profiles/clusters/3type-512.json: every node re-plans. */
 static int diff_512(void)
 {
-	struct migrate_layout *l = layout_of(&llama8b);
-	struct migrate_topo *t = migrate_topo_create(128);
 	struct costmodel_plan *o, *n;
-	int rc;
+	struct costmodel_template *tm;
+	struct setup su;
+	char *text;
+	json_t *cl;
+	int rc, nl;
 
-	for (int i = 0; i < 128; i++)
-		node_set(&t->nodes[i], i < 64 ? &h100 : i < 96 ? &a100 : &a6000,
-			 4, i);
-	o = node_replicas(128, 2, l->nlayers);
-	n = node_replicas(128, 4, l->nlayers);
-	rc = row("512 GPUs PP2xTP2 -> PP4xTP1", l, t, o, n);
+	cl = ar_json_load_file(AR_SRC_PROFILES_DIR "/clusters/3type-512.json");
+	text = cl ? json_dumps(cl, 0) : NULL;
+	json_decref(cl);
+	if (!text) {
+		fprintf(stderr, "migrate-bench: %s\n", ar_errmsg());
+		return -1;
+	}
+	rc = setup_init(&su, "llama3-8b", text);
+	free(text);
+	if (rc < 0)
+		return rc;
+	nl = su.layout->nlayers;
+	o = node_replicas(128, 2, nl);
+	n = node_replicas(128, 4, nl);
+	rc = row("512 GPUs PP2xTP2 -> PP4xTP1", su.layout, su.topo, o, n);
 	scenario_plan_free(o);
 	scenario_plan_free(n);
 
 	/* TP 4 per node to pipelines spanning 4 nodes at TP 4. */
-	o = node_replicas(128, 1, l->nlayers);
+	o = node_replicas(128, 1, nl);
 	n = scenario_plan_new();
-	{
-		struct costmodel_template *tm = scenario_template_add(n, 4, 32);
-
-		tmpl_split(tm, l->nlayers, 4);
-		for (int r = 0; r < 32; r++)
-			for (int s = 0; s < 4; s++)
-				scenario_place(tm, r, s, 4 * r + s, 0);
-	}
+	tm = scenario_template_add(n, 4, 32);
+	tmpl_split(tm, nl, 4);
+	for (int r = 0; r < 32; r++)
+		for (int s = 0; s < 4; s++)
+			scenario_place(tm, r, s, 4 * r + s, 0);
 	if (!rc)
-		rc = row("512 GPUs DP128xTP4 -> PP4xDP32xTP4", l, t, o, n);
+		rc = row("512 GPUs DP128xTP4 -> PP4xDP32xTP4", su.layout,
+			 su.topo, o, n);
 	scenario_plan_free(o);
 	scenario_plan_free(n);
-	migrate_layout_free(l);
-	migrate_topo_free(t);
+	setup_fini(&su);
 	return rc;
 }
 
