@@ -210,33 +210,56 @@ static const struct migrate_transport_ops nccl_ops = {
 	.destroy = nccl_destroy,
 };
 
-int migrate_nccl_open(const void *mpi_comm, int cuda_device,
-		      struct migrate_transport **tpp)
+/*
+ * Claims this rank's device.  0, or a negative code with the reason in
+ * ar_errmsg(); the stream is created only on success.
+ */
+static int nccl_device(struct nccl_priv *p, int cuda_device)
 {
-	MPI_Comm comm = mpi_comm ? *(const MPI_Comm *)mpi_comm : MPI_COMM_WORLD;
-	struct migrate_transport *tp = NULL;
-	struct nccl_priv *p = NULL;
-	ncclUniqueId id;
-	int ndev = 0, inited = 0, rc;
-	cudaError_t e;
-	ncclResult_t r;
+	int ndev = 0;
+	cudaError_t e = cudaGetDeviceCount(&ndev);
 
-	*tpp = NULL;
-	MPI_Initialized(&inited);
-	if (!inited)
-		return ar_seterr(-AR_EINVAL, "migrate: MPI is not initialized");
-	e = cudaGetDeviceCount(&ndev);
 	if (e != cudaSuccess || ndev == 0)
-		return ar_seterr(-ENODEV, "migrate: no CUDA device (%s)",
+		return ar_seterr(-ENODEV, "no CUDA device (%s)",
 				 e == cudaSuccess ? "none found" :
 						    cudaGetErrorString(e));
 	/* Slurm's --gpus-per-task=1 leaves one visible device: that one. */
 	if (ndev == 1)
 		cuda_device = 0;
 	if (cuda_device < 0 || cuda_device >= ndev)
-		return ar_seterr(-ENODEV, "migrate: CUDA device %d does not exist (%d found)",
+		return ar_seterr(-ENODEV, "CUDA device %d does not exist (%d found)",
 				 cuda_device, ndev);
+	e = cudaSetDevice(cuda_device);
+	if (e == cudaSuccess)
+		e = cudaStreamCreateWithFlags(&p->stream, cudaStreamNonBlocking);
+	if (e != cudaSuccess)
+		return cuda_err(e, "device setup");
+	p->device = cuda_device;
+	return 0;
+}
 
+/*
+ * Collective over @mpi_comm.  Every rank learns whether every other rank
+ * got its device before any of them waits in ncclCommInitRank, so one
+ * rank without a GPU cannot leave the others hanging there.
+ */
+int migrate_nccl_open(const void *mpi_comm, int cuda_device,
+		      struct migrate_transport **tpp)
+{
+	MPI_Comm comm = mpi_comm ? *(const MPI_Comm *)mpi_comm : MPI_COMM_WORLD;
+	struct migrate_transport *tp = NULL;
+	struct nccl_priv *p = NULL;
+	struct {
+		ncclUniqueId id;
+		int ok;
+	} msg;
+	int inited = 0, mine, all = 0, rc;
+	ncclResult_t r;
+
+	*tpp = NULL;
+	MPI_Initialized(&inited);
+	if (!inited)
+		return ar_seterr(-AR_EINVAL, "migrate: MPI is not initialized");
 	tp = calloc(1, sizeof(*tp));
 	p = calloc(1, sizeof(*p));
 	if (!tp || !p) {
@@ -251,37 +274,47 @@ int migrate_nccl_open(const void *mpi_comm, int cuda_device,
 	MPI_Comm_rank(p->ctl, &tp->rank);
 	MPI_Comm_size(p->ctl, &tp->size);
 
-	e = cudaSetDevice(cuda_device);
-	if (e == cudaSuccess)
-		e = cudaStreamCreateWithFlags(&p->stream, cudaStreamNonBlocking);
-	if (e != cudaSuccess) {
-		rc = cuda_err(e, "device setup");
+	rc = nccl_device(p, cuda_device);
+	mine = rc == 0;
+	if (MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, p->ctl) !=
+	    MPI_SUCCESS) {
+		rc = ar_seterr(-AR_EPROTO, "MPI Allreduce failed");
+		goto err_stream;
+	}
+	if (rc < 0)
 		goto err_comm;
+	if (!all) {
+		rc = ar_seterr(-AR_EABORT, "another rank has no usable CUDA device");
+		goto err_stream;
 	}
+
+	/* The id travels with rank 0's verdict, so nobody joins a bad id. */
+	memset(&msg, 0, sizeof(msg));
 	if (tp->rank == 0) {
-		r = ncclGetUniqueId(&id);
-		if (r != ncclSuccess) {
-			/* The others wait in the broadcast: send them zeros. */
-			memset(&id, 0, sizeof(id));
-		}
+		r = ncclGetUniqueId(&msg.id);
+		msg.ok = r == ncclSuccess;
 	}
-	if (MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, p->ctl) != MPI_SUCCESS) {
+	if (MPI_Bcast(&msg, sizeof(msg), MPI_BYTE, 0, p->ctl) != MPI_SUCCESS) {
 		rc = ar_seterr(-AR_EPROTO, "MPI Bcast of the NCCL id failed");
 		goto err_stream;
 	}
-	r = ncclCommInitRank(&p->comm, tp->size, id, tp->rank);
+	if (!msg.ok) {
+		rc = ar_seterr(-AR_EPROTO, "NCCL GetUniqueId failed on rank 0");
+		goto err_stream;
+	}
+	r = ncclCommInitRank(&p->comm, tp->size, msg.id, tp->rank);
 	if (r != ncclSuccess) {
 		rc = nccl_err(r, "CommInitRank");
 		goto err_stream;
 	}
-	p->device = cuda_device;
 	tp->ops = &nccl_ops;
 	tp->priv = p;
 	*tpp = tp;
 	return 0;
 
 err_stream:
-	cudaStreamDestroy(p->stream);
+	if (mine)
+		cudaStreamDestroy(p->stream);
 err_comm:
 	MPI_Comm_free(&p->ctl);
 err:
