@@ -151,8 +151,6 @@ static int compute_migration(const struct args *a, struct migrate **mp)
 	struct costmodel *cm = NULL;
 	struct costmodel_cluster *cl = NULL;
 	struct costmodel_plan *old_plan = NULL, *new_plan = NULL;
-	struct migrate_layout *layout = NULL;
-	struct migrate_topo *topo = NULL;
 	int rc;
 
 	rc = costmodel_load(a->model, &copts, &cm);
@@ -163,13 +161,7 @@ static int compute_migration(const struct args *a, struct migrate **mp)
 	if (!rc)
 		rc = load_plan(cm, cl, a->to, &new_plan);
 	if (!rc)
-		rc = migrate_layout_from_costmodel(cm, &layout);
-	if (!rc)
-		rc = migrate_topo_from_cluster(cm, cl, &topo);
-	if (!rc)
-		rc = migrate_diff(layout, topo, old_plan, new_plan, NULL, mp);
-	migrate_layout_free(layout);
-	migrate_topo_free(topo);
+		rc = migrate_diff_costmodel(cm, cl, old_plan, new_plan, NULL, mp);
 	costmodel_plan_free(old_plan);
 	costmodel_plan_free(new_plan);
 	costmodel_cluster_free(cl);

@@ -154,3 +154,24 @@ int migrate_topo_from_cluster(const struct costmodel *cm,
 	*topop = topo;
 	return 0;
 }
+
+int migrate_diff_costmodel(const struct costmodel *cm,
+			   const struct costmodel_cluster *cl,
+			   const struct costmodel_plan *old_plan,
+			   const struct costmodel_plan *new_plan,
+			   const struct migrate_opts *opts, struct migrate **mp)
+{
+	struct migrate_layout *layout = NULL;
+	struct migrate_topo *topo = NULL;
+	int rc;
+
+	*mp = NULL;
+	rc = migrate_layout_from_costmodel(cm, &layout);
+	if (!rc)
+		rc = migrate_topo_from_cluster(cm, cl, &topo);
+	if (!rc)
+		rc = migrate_diff(layout, topo, old_plan, new_plan, opts, mp);
+	migrate_layout_free(layout);
+	migrate_topo_free(topo);
+	return rc;
+}

@@ -220,6 +220,18 @@ int migrate_diff(const struct migrate_layout *layout,
 		 const struct migrate_opts *opts, struct migrate **mp);
 void migrate_free(struct migrate *m);
 
+/*
+ * migrate_diff_costmodel() - migrate_diff() with the layout of @cm's model
+ * and the topology of @cl: what plannerd's replan answer and
+ * arachne-migrate use.  Both plans are placed on @cl (it holds every node
+ * of either).  Caller frees *@mp with migrate_free().
+ */
+int migrate_diff_costmodel(const struct costmodel *cm,
+			   const struct costmodel_cluster *cl,
+			   const struct costmodel_plan *old_plan,
+			   const struct costmodel_plan *new_plan,
+			   const struct migrate_opts *opts, struct migrate **mp);
+
 /* Rank of GPU (@node, @gpu), or -1 when it holds state in neither plan. */
 int migrate_rank_find(const struct migrate *m, int node, int gpu);
 

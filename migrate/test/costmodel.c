@@ -165,6 +165,19 @@ static void diff_of_parsed_plans(void **state)
 	/* Every transfer stays inside the node, and stage 1 carries it. */
 	assert_int_equal(m->stats.nrounds, 0);
 	assert_true(m->stats.lower_bound_s > 0.0);
+	/* The one-call form plannerd uses gives the same migration. */
+	{
+		struct migrate *m2 = NULL;
+
+		assert_int_equal(migrate_diff_costmodel(cm, cl, old_plan,
+							new_plan, NULL, &m2), 0);
+		assert_int_equal(m2->ntuples, m->ntuples);
+		assert_int_equal(m2->stats.bytes_moved, m->stats.bytes_moved);
+		assert_memory_equal(&m2->tuples[m->ntuples - 1],
+				    &m->tuples[m->ntuples - 1],
+				    offsetof(struct migrate_tuple, round));
+		migrate_free(m2);
+	}
 	migrate_free(m);
 	migrate_layout_free(l);
 	migrate_topo_free(t);
