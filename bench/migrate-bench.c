@@ -168,6 +168,9 @@ static int row(const char *name, const struct migrate_layout *l,
 	       st->nrounds, st->time_s, st->lower_bound_s,
 	       st->lower_bound_s > 0 ? st->time_s / st->lower_bound_s : 1.0,
 	       cpu[reps / 2] * 1e3, times[reps / 2] * 1e3);
+	if (getenv("MIGRATE_BENCH_DETAIL"))
+		printf("  %ld tuples, %ld transfers; stage 1 %.3f s, stage 2 %.3f s\n",
+		       m->ntuples, st->ntuples, st->stage1_s, st->stage2_s);
 	migrate_free(m);
 	return 0;
 }
@@ -289,6 +292,42 @@ static int diff_512(void)
 	return rc;
 }
 
+/*
+ * profiles/clusters/moe-512.json, Qwen3-30B-A3B (48 MoE blocks of 128
+ * experts): every node a TP-4 replica; the expert layout over all 512 GPUs
+ * changes from EP 8 x EDP 64 to EP 16 x ETP 2 x EDP 16.
+ */
+static int moe_512(void)
+{
+	struct costmodel_plan *o, *n;
+	struct setup su;
+	char *text;
+	json_t *cl;
+	int rc;
+
+	cl = ar_json_load_file(AR_SRC_PROFILES_DIR "/clusters/moe-512.json");
+	text = cl ? json_dumps(cl, 0) : NULL;
+	json_decref(cl);
+	if (!text) {
+		fprintf(stderr, "migrate-bench: %s\n", ar_errmsg());
+		return -1;
+	}
+	rc = setup_init(&su, "qwen3-30b-a3b", text);
+	free(text);
+	if (rc < 0)
+		return rc;
+	o = node_replicas(128, 1, su.layout->nlayers);
+	n = node_replicas(128, 1, su.layout->nlayers);
+	scenario_stage_experts(&o->templates[0], 0, 8, 1, 64);
+	scenario_stage_experts(&n->templates[0], 0, 16, 2, 16);
+	rc = row("moe-512 qwen3-30b EP8 -> EP16xETP2", su.layout, su.topo,
+		 o, n);
+	scenario_plan_free(o);
+	scenario_plan_free(n);
+	setup_fini(&su);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "--repeat"))
@@ -300,7 +339,8 @@ int main(int argc, char **argv)
 	printf("%-34s %5s %9s %9s %6s %9s %9s %6s %8s %8s\n", "scenario", "GPUs",
 	       "moved GB", "min GB", "rounds", "pred s", "bound s", "ratio",
 	       "diff cpu", "wall ms");
-	if (testbed() < 0 || join_one_node() < 0 || diff_512() < 0)
+	if (testbed() < 0 || join_one_node() < 0 || diff_512() < 0 ||
+	    moe_512() < 0)
 		return 1;
 	return 0;
 }

@@ -373,10 +373,23 @@ struct holder {
 	uint64_t offset;		/* in the holder's old buffer */
 };
 
+/*
+ * Holders of one range: the replicas (and EDP ranks) that hold the same
+ * bytes, ordered by rank, hence by node.  @cursor rotates the network
+ * senders so that sender choice looks at a few of them, not all.
+ */
+struct group {
+	uint64_t lo, hi;
+	int start, n;			/* into holder_index.v */
+	int cursor;
+};
+
 struct holder_index {
 	int nkeys;
 	int *start;			/* [nkeys + 1] into v */
 	struct holder *v;
+	int *gstart;			/* [nkeys + 1] into g */
+	struct group *g;
 };
 
 static int holder_cmp(const void *a, const void *b)
@@ -426,10 +439,29 @@ static int holder_index_build(const struct migrate *m, struct holder_index *hi)
 			};
 		}
 	free(fill);
-	/* Same ranges side by side: a shard's cuts then come deduplicated. */
+	/* Same ranges side by side, then one group per distinct range. */
 	for (int k = 0; k < nkeys; k++)
 		qsort(&hi->v[hi->start[k]], hi->start[k + 1] - hi->start[k],
 		      sizeof(*hi->v), holder_cmp);
+	hi->gstart = calloc(nkeys + 1, sizeof(*hi->gstart));
+	hi->g = malloc((hi->start[nkeys] + 1) * sizeof(*hi->g));
+	if (!hi->gstart || !hi->g)
+		return -ENOMEM;
+	for (int k = 0, ng = 0; k < nkeys; k++) {
+		hi->gstart[k] = ng;
+		for (int i = hi->start[k]; i < hi->start[k + 1]; i++) {
+			if (i > hi->start[k] && hi->v[i].lo == hi->v[i - 1].lo &&
+			    hi->v[i].hi == hi->v[i - 1].hi) {
+				hi->g[ng - 1].n++;
+				continue;
+			}
+			hi->g[ng++] = (struct group){
+				.lo = hi->v[i].lo, .hi = hi->v[i].hi,
+				.start = i, .n = 1,
+			};
+		}
+		hi->gstart[k + 1] = ng;
+	}
 	return 0;
 }
 
@@ -437,6 +469,8 @@ static void holder_index_free(struct holder_index *hi)
 {
 	free(hi->start);
 	free(hi->v);
+	free(hi->gstart);
+	free(hi->g);
 }
 
 /* Load per link resource so far, in seconds, for balancing senders. */
@@ -515,32 +549,29 @@ static int u64_cmp(const void *a, const void *b)
 /* Scratch space of shard_sources(), reused from shard to shard. */
 struct scratch {
 	uint64_t *cuts;
-	const struct holder **cand;	/* holders overlapping the shard */
-	const struct holder **best;	/* those of the best link class */
-	enum migrate_link *link;	/* [i]: link from cand[i] to the receiver */
-	int cap;
+	struct group **over;		/* groups overlapping the shard */
+	const struct holder **best;	/* candidates of the best link class */
+	int cap, bcap;
 };
 
 static void scratch_free(struct scratch *sc)
 {
 	free(sc->cuts);
-	free(sc->cand);
+	free(sc->over);
 	free(sc->best);
-	free(sc->link);
 }
 
-static int scratch_reserve(struct scratch *sc, int nh)
+static int scratch_reserve(struct scratch *sc, int ngroups)
 {
-	int cap = 2 * nh + 2;
+	int cap = 2 * ngroups + 2;
 
 	if (sc->cap >= cap)
 		return 0;
-	scratch_free(sc);
+	free(sc->cuts);
+	free(sc->over);
 	sc->cuts = malloc(cap * sizeof(*sc->cuts));
-	sc->cand = malloc(cap * sizeof(*sc->cand));
-	sc->best = malloc(cap * sizeof(*sc->best));
-	sc->link = malloc(cap * sizeof(*sc->link));
-	if (!sc->cuts || !sc->cand || !sc->best || !sc->link) {
+	sc->over = malloc(cap * sizeof(*sc->over));
+	if (!sc->cuts || !sc->over) {
 		sc->cap = 0;
 		return -ENOMEM;
 	}
@@ -548,6 +579,20 @@ static int scratch_reserve(struct scratch *sc, int nh)
 	return 0;
 }
 
+static int best_push(struct scratch *sc, int *n, const struct holder *h)
+{
+	if (*n == sc->bcap) {
+		int cap = sc->bcap ? 2 * sc->bcap : 64;
+		const struct holder **v = realloc(sc->best, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		sc->best = v;
+		sc->bcap = cap;
+	}
+	sc->best[(*n)++] = h;
+	return 0;
+}
 
 static int emit(struct migrate *m, struct loads *ld, struct tuple_vec *tv,
 		const struct migrate_shard *s, int to, const struct holder *h,
@@ -570,77 +615,133 @@ static int emit(struct migrate *m, struct loads *ld, struct tuple_vec *tv,
 	return tuple_push(tv, &t);
 }
 
+/* Network senders looked at per piece, from the group's rotating cursor. */
+#define NET_CANDIDATES	64
+
 /*
- * Sources for one new shard @s of rank @to: cut it at every boundary of
- * the old holders that overlap it, and give each piece to a holder of the
- * fastest link class.  Among several such holders the least loaded wins,
- * piece by piece in BALANCE_GRANULE steps, so big shards spread over all
- * the replicas that hold them.
+ * The holders of @g on the node of rank @to: a slice, since holders are
+ * ordered by rank and ranks by node.  Stores its start in *@first.
  */
-static int shard_sources(struct migrate *m, const struct holder_index *hx,
+static int group_on_node(const struct migrate *m, const struct holder *v,
+			 const struct group *g, int node, int *first)
+{
+	int a = g->start, b = g->start + g->n, end;
+
+	while (a < b) {
+		int mid = (a + b) / 2;
+
+		if (m->ranks[v[mid].rank].node < node)
+			a = mid + 1;
+		else
+			b = mid;
+	}
+	for (end = a; end < g->start + g->n &&
+	     m->ranks[v[end].rank].node == node; end++)
+		;
+	*first = a;
+	return end - a;
+}
+
+/*
+ * Candidates for piece [@a, @b) of a shard of rank @to: every holder on
+ * @to's node if any (the intra-node class), else up to NET_CANDIDATES
+ * holders per covering group from its rotating cursor.  Returns how many.
+ */
+static int piece_candidates(struct migrate *m, struct holder_index *hx,
+			    struct scratch *sc, int nover, int to, uint64_t a,
+			    uint64_t b)
+{
+	int node = m->ranks[to].node, n = 0;
+
+	for (int i = 0; i < nover; i++) {
+		const struct group *g = sc->over[i];
+		int first, k;
+
+		if (g->lo > a || g->hi < b)
+			continue;
+		k = group_on_node(m, hx->v, g, node, &first);
+		for (int j = 0; j < k; j++)
+			if (best_push(sc, &n, &hx->v[first + j]) < 0)
+				return -ENOMEM;
+	}
+	if (n)
+		return n;
+	for (int i = 0; i < nover; i++) {
+		struct group *g = sc->over[i];
+		int k = g->n < NET_CANDIDATES ? g->n : NET_CANDIDATES;
+
+		if (g->lo > a || g->hi < b)
+			continue;
+		for (int j = 0; j < k; j++)
+			if (best_push(sc, &n, &hx->v[g->start +
+				      (g->cursor + j) % g->n]) < 0)
+				return -ENOMEM;
+		g->cursor = (g->cursor + 1) % g->n;
+	}
+	return n;
+}
+
+/*
+ * Sources for one new shard @s of rank @to: the GPU's own old bytes where
+ * it has them; elsewhere the shard is cut at the boundaries of the old
+ * ranges that overlap it and each piece goes to a holder of the fastest
+ * link class, the least loaded among those looked at, in BALANCE_GRANULE
+ * steps so that big shards spread over the replicas that hold them.
+ */
+static int shard_sources(struct migrate *m, struct holder_index *hx,
 			 struct loads *ld, int to,
 			 const struct migrate_shard *s, struct tuple_vec *tv,
 			 struct scratch *sc)
 {
 	int k = s->layer * MIGRATE_NUM_TENSORS + s->tensor;
-	const struct holder *hs = &hx->v[hx->start[k]];
-	int nh = hx->start[k + 1] - hx->start[k];
-	int ncand = 0, ncuts = 0, rc;
+	struct group *gs = &hx->g[hx->gstart[k]];
+	int ng = hx->gstart[k + 1] - hx->gstart[k];
+	const struct migrate_shard *own;
+	int nover = 0, ncuts = 0, rc;
 
-	/* Fast path: this GPU already holds the whole range. */
-	for (int i = 0; i < nh; i++)
-		if (hs[i].rank == to && hs[i].lo <= s->lo && hs[i].hi >= s->hi)
-			return emit(m, ld, tv, s, to, &hs[i], s->lo, s->hi);
+	own = migrate_shard_find(m->old_shards[to], m->n_old[to], s->layer,
+				 s->tensor, s->lo, s->hi);
+	if (own) {
+		struct holder h = {
+			.rank = to, .lo = own->lo, .hi = own->hi,
+			.offset = own->offset,
+		};
 
-	rc = scratch_reserve(sc, nh);
+		return emit(m, ld, tv, s, to, &h, s->lo, s->hi);
+	}
+
+	rc = scratch_reserve(sc, ng);
 	if (rc < 0)
 		return rc;
 	sc->cuts[ncuts++] = s->lo;
 	sc->cuts[ncuts++] = s->hi;
-	for (int i = 0; i < nh; i++) {
-		if (hs[i].hi <= s->lo || hs[i].lo >= s->hi)
+	for (int i = 0; i < ng; i++) {
+		if (gs[i].hi <= s->lo || gs[i].lo >= s->hi)
 			continue;
-		sc->link[ncand] = migrate_link_of(m, hs[i].rank, to);
-		sc->cand[ncand++] = &hs[i];
-		/* Replicas hold the same ranges: cut once per distinct range. */
-		if (i && hs[i].lo == hs[i - 1].lo && hs[i].hi == hs[i - 1].hi)
-			continue;
-		if (hs[i].lo > s->lo)
-			sc->cuts[ncuts++] = hs[i].lo;
-		if (hs[i].hi < s->hi)
-			sc->cuts[ncuts++] = hs[i].hi;
+		sc->over[nover++] = &gs[i];
+		if (gs[i].lo > s->lo)
+			sc->cuts[ncuts++] = gs[i].lo;
+		if (gs[i].hi < s->hi)
+			sc->cuts[ncuts++] = gs[i].hi;
 	}
+	/* The GPU's own ranges are groups too, so the cuts include them. */
 	qsort(sc->cuts, ncuts, sizeof(*sc->cuts), u64_cmp);
 
 	for (int c = 0; c + 1 < ncuts; c++) {
 		uint64_t a = sc->cuts[c], b = sc->cuts[c + 1];
-		enum migrate_link best_link = MIGRATE_LINK_NET;
-		int nbest = 0;
+		int nbest;
 
 		if (a == b)
 			continue;
-		/* Every candidate covers the piece whole or not at all. */
-		for (int i = 0; i < ncand; i++) {
-			const struct holder *h = sc->cand[i];
-			enum migrate_link lk = sc->link[i];
+		own = migrate_shard_find(m->old_shards[to], m->n_old[to],
+					 s->layer, s->tensor, a, b);
+		if (own) {
+			struct holder h = {
+				.rank = to, .lo = own->lo, .hi = own->hi,
+				.offset = own->offset,
+			};
 
-			if (h->lo > a || h->hi < b)
-				continue;
-			if (nbest && lk > best_link)
-				continue;
-			if (!nbest || lk < best_link)
-				nbest = 0;
-			best_link = lk;
-			sc->best[nbest++] = h;
-		}
-		if (!nbest)
-			return ar_seterr(-AR_EINFEASIBLE,
-					 "migrate: no GPU of the old plan holds bytes [%llu, %llu) of tensor %d of layer %d",
-					 (unsigned long long)a,
-					 (unsigned long long)b, s->tensor,
-					 s->layer);
-		if (nbest == 1) {
-			rc = emit(m, ld, tv, s, to, sc->best[0], a, b);
+			rc = emit(m, ld, tv, s, to, &h, a, b);
 			if (rc < 0)
 				return rc;
 			continue;
@@ -648,10 +749,23 @@ static int shard_sources(struct migrate *m, const struct holder_index *hx,
 		while (a < b) {
 			uint64_t e = b - a > BALANCE_GRANULE ?
 				     a + BALANCE_GRANULE : b;
-			const struct holder *pick = sc->best[0];
-			double pick_cost = sender_cost(m, ld, pick->rank, to,
-						       e - a);
+			const struct holder *pick;
+			double pick_cost;
 
+			nbest = piece_candidates(m, hx, sc, nover, to, a, e);
+			if (nbest < 0)
+				return nbest;
+			if (nbest == 0)
+				return ar_seterr(-AR_EINFEASIBLE,
+						 "migrate: no GPU of the old plan holds bytes [%llu, %llu) of tensor %d of layer %d",
+						 (unsigned long long)a,
+						 (unsigned long long)b,
+						 s->tensor, s->layer);
+			/* One candidate: it takes the whole piece at once. */
+			if (nbest == 1)
+				e = b;
+			pick = sc->best[0];
+			pick_cost = sender_cost(m, ld, pick->rank, to, e - a);
 			for (int i = 1; i < nbest; i++) {
 				double cost = sender_cost(m, ld,
 							  sc->best[i]->rank,

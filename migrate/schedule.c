@@ -169,12 +169,23 @@ out:
 	step_load_fini(&step);
 }
 
-/* A stage-2 chunk waiting for a round. */
+/*
+ * A stage-2 chunk: about one round's worth of the bytes one sender owes
+ * one receiver, made of pieces of one or more tuples.  Bundling the small
+ * tuples of a pair (one expert, one layer's gradients...) keeps rounds of
+ * even length, which is what keeps the schedule near its bound.
+ */
 struct chunk {
-	long tuple;			/* index of the tuple it cuts */
-	uint64_t lo, hi;
+	int from, to;
 	double time;			/* on its per-GPU link share */
 	int round;
+};
+
+/* A piece of a tuple that travels in chunk @chunk. */
+struct piece {
+	long tuple;
+	uint64_t lo, hi;
+	long chunk;
 };
 
 /*
@@ -199,7 +210,7 @@ static double chunk_Bps(const struct migrate *m, int from, int to)
  * of their remaining load, and each takes, among its chunks whose sender
  * is still free this round, the one whose sender has the most left (list
  * scheduling of an open shop, which stays close to the busiest GPU's
- * load).  On return every chunk has its round, 1 and up.
+ * load).  On return every chunk has its round, 1 and up, in place.
  */
 static int pack_rounds(struct migrate *m, struct chunk *cs, long nc,
 		       int *nroundsp)
@@ -221,18 +232,14 @@ static int pack_rounds(struct migrate *m, struct chunk *cs, long nc,
 		goto out;
 	}
 	for (long i = 0; i < nc; i++) {
-		const struct migrate_tuple *t = &m->tuples[cs[i].tuple];
-
-		cs[i].time = (double)(cs[i].hi - cs[i].lo) /
-			     chunk_Bps(m, t->from, t->to);
-		rem_out[t->from] += cs[i].time;
-		rem_in[t->to] += cs[i].time;
-		start[t->to + 1]++;
+		rem_out[cs[i].from] += cs[i].time;
+		rem_in[cs[i].to] += cs[i].time;
+		start[cs[i].to + 1]++;
 	}
 	for (int r = 0; r < m->nranks; r++)
 		start[r + 1] += start[r];
 	for (long i = 0; i < nc; i++) {
-		int to = m->tuples[cs[i].tuple].to;
+		int to = cs[i].to;
 
 		byrecv[start[to] + left[to]++] = &cs[i];
 	}
@@ -261,28 +268,31 @@ static int pack_rounds(struct migrate *m, struct chunk *cs, long nc,
 			long pick = -1;
 
 			for (long j = 0; j < left[r]; j++) {
-				int from = m->tuples[mine[j]->tuple].from;
+				const struct chunk *c = mine[j], *b;
 
-				if (busy_out[from])
+				if (busy_out[c->from])
 					continue;
-				if (pick < 0 ||
-				    rem_out[from] >
-				    rem_out[m->tuples[mine[pick]->tuple].from])
+				if (pick < 0) {
+					pick = j;
+					continue;
+				}
+				/* Whole chunks first, partial ones last. */
+				b = mine[pick];
+				if (c->time > b->time * (1 + 1e-9) ||
+				    (c->time >= b->time * (1 - 1e-9) &&
+				     rem_out[c->from] > rem_out[b->from]))
 					pick = j;
 			}
 			if (pick < 0)
 				continue;
 			struct chunk *c = mine[pick];
-			int from = m->tuples[c->tuple].from;
+			int from = c->from;
 
 			busy_out[from] = 1;
 			rem_out[from] -= c->time;
 			rem_in[r] -= c->time;
 			c->round = round;
-			/* Keep the receiver's list in order: shift, don't swap. */
-			memmove(&mine[pick], &mine[pick + 1],
-				(left[r] - pick - 1) * sizeof(*mine));
-			left[r]--;
+			mine[pick] = mine[--left[r]];
 			done++;
 		}
 	}
@@ -298,13 +308,131 @@ out:
 	return rc;
 }
 
+/*
+ * Stable counting sort of @m's tuples by @key (the sender, or the round),
+ * in O(n): migrate_diff() emits tuples receiver by receiver in shard
+ * order, so sorting that by sender gives (from, to, layer, tensor, lo),
+ * and sorting the result by round gives the list's order.
+ */
+static int tuples_sort_by(struct migrate *m, bool by_round, int nkeys)
+{
+	struct migrate_tuple *out;
+	long *pos = calloc(nkeys + 1, sizeof(long));
+
+	out = malloc((m->ntuples + 1) * sizeof(*out));
+	if (!pos || !out) {
+		free(pos);
+		free(out);
+		return -ENOMEM;
+	}
+	for (long i = 0; i < m->ntuples; i++)
+		pos[(by_round ? m->tuples[i].round : m->tuples[i].from) + 1]++;
+	for (int k = 0; k < nkeys; k++)
+		pos[k + 1] += pos[k];
+	for (long i = 0; i < m->ntuples; i++)
+		out[pos[by_round ? m->tuples[i].round :
+			m->tuples[i].from]++] = m->tuples[i];
+	free(m->tuples);
+	m->tuples = out;
+	free(pos);
+	return 0;
+}
+
+static int grow(void **v, long *cap, long need, size_t size)
+{
+	long c;
+	void *nv;
+
+	if (need <= *cap)
+		return 0;
+	c = *cap ? 2 * *cap : 1024;
+	while (c < need)
+		c *= 2;
+	nv = realloc(*v, c * size);
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	*cap = c;
+	return 0;
+}
+
+/*
+ * Cuts the stage-2 tuples of each (sender, receiver) pair, in list order,
+ * into chunks of @round_s on the pair's link share (at least @min_chunk).
+ */
+static int make_chunks(struct migrate *m, double round_s, uint64_t min_chunk,
+		       struct chunk **csp, long *ncp, struct piece **psp,
+		       long *npp)
+{
+	struct chunk *cs = NULL;
+	struct piece *ps = NULL;
+	long nc = 0, ccap = 0, np = 0, pcap = 0;
+
+	for (long i = 0; i < m->ntuples;) {
+		const struct migrate_tuple *t = &m->tuples[i];
+		int from = t->from, to = t->to;
+		uint64_t size, room = 0;
+		double bps;
+		long j = i;
+
+		while (j < m->ntuples && m->tuples[j].from == from &&
+		       m->tuples[j].to == to)
+			j++;
+		if (from == to || same_pipeline(m, from, to)) {
+			i = j;
+			continue;
+		}
+		bps = chunk_Bps(m, from, to);
+		size = (uint64_t)(round_s * bps);
+		if (size < min_chunk)
+			size = min_chunk;
+		for (; i < j; i++) {
+			t = &m->tuples[i];
+			for (uint64_t a = t->lo; a < t->hi;) {
+				uint64_t take;
+
+				if (room == 0) {
+					if (grow((void **)&cs, &ccap, nc + 1,
+						 sizeof(*cs)) < 0)
+						goto nomem;
+					cs[nc++] = (struct chunk){
+						.from = from, .to = to,
+					};
+					room = size;
+				}
+				take = t->hi - a < room ? t->hi - a : room;
+				if (grow((void **)&ps, &pcap, np + 1,
+					 sizeof(*ps)) < 0)
+					goto nomem;
+				ps[np++] = (struct piece){
+					.tuple = i, .lo = a, .hi = a + take,
+					.chunk = nc - 1,
+				};
+				cs[nc - 1].time += (double)take / bps;
+				room -= take;
+				a += take;
+			}
+		}
+	}
+	*csp = cs;
+	*ncp = nc;
+	*psp = ps;
+	*npp = np;
+	return 0;
+nomem:
+	free(cs);
+	free(ps);
+	return -ENOMEM;
+}
+
 int migrate_schedule(struct migrate *m, const struct migrate_opts *opts)
 {
 	uint64_t min_chunk = opts->min_chunk_bytes ? opts->min_chunk_bytes :
 						     DEFAULT_MIN_CHUNK;
 	struct chunk *cs = NULL;
+	struct piece *ps = NULL;
 	struct migrate_tuple *out = NULL;
-	long nc = 0, cap = 0, nout = 0, nstage2 = 0;
+	long nc = 0, np = 0, nout = 0;
 	double round_s = opts->round_s;
 	int nrounds = 0, rc = 0;
 
@@ -317,41 +445,19 @@ int migrate_schedule(struct migrate *m, const struct migrate_opts *opts)
 		if (round_s < MIN_ROUND_S)
 			round_s = MIN_ROUND_S;
 	}
+	/* Pairs together, in the order both sides will post them. */
+	rc = tuples_sort_by(m, false, m->nranks);
+	if (rc < 0)
+		goto out;
 
-	for (long i = 0; i < m->ntuples; i++) {
-		const struct migrate_tuple *t = &m->tuples[i];
-		uint64_t size;
-
-		if (t->from == t->to || same_pipeline(m, t->from, t->to))
-			continue;
-		nstage2++;
-		size = (uint64_t)(round_s * chunk_Bps(m, t->from, t->to));
-		if (size < min_chunk)
-			size = min_chunk;
-		for (uint64_t a = t->lo; a < t->hi; a += size) {
-			if (nc == cap) {
-				long c = cap ? 2 * cap : 1024;
-				struct chunk *v = realloc(cs, c * sizeof(*v));
-
-				if (!v) {
-					rc = -ENOMEM;
-					goto out;
-				}
-				cs = v;
-				cap = c;
-			}
-			cs[nc++] = (struct chunk){
-				.tuple = i, .lo = a,
-				.hi = t->hi - a > size ? a + size : t->hi,
-			};
-		}
-	}
-
-	if (nstage2) {
+	rc = make_chunks(m, round_s, min_chunk, &cs, &nc, &ps, &np);
+	if (rc < 0)
+		goto out;
+	if (nc) {
 		rc = pack_rounds(m, cs, nc, &nrounds);
 		if (rc < 0)
 			goto out;
-		out = malloc((m->ntuples - nstage2 + nc + 1) * sizeof(*out));
+		out = malloc((m->ntuples + np + 1) * sizeof(*out));
 		if (!out) {
 			rc = -ENOMEM;
 			goto out;
@@ -362,31 +468,31 @@ int migrate_schedule(struct migrate *m, const struct migrate_opts *opts)
 			if (t->from == t->to || same_pipeline(m, t->from, t->to))
 				out[nout++] = *t;
 		}
-		for (long i = 0; i < nc; i++) {
-			struct migrate_tuple t = m->tuples[cs[i].tuple];
+		for (long i = 0; i < np; i++) {
+			struct migrate_tuple t = m->tuples[ps[i].tuple];
 
-			t.src_offset += cs[i].lo - t.lo;
-			t.dst_offset += cs[i].lo - t.lo;
-			t.lo = cs[i].lo;
-			t.hi = cs[i].hi;
-			t.round = cs[i].round;
+			t.src_offset += ps[i].lo - t.lo;
+			t.dst_offset += ps[i].lo - t.lo;
+			t.lo = ps[i].lo;
+			t.hi = ps[i].hi;
+			t.round = cs[ps[i].chunk].round;
 			out[nout++] = t;
 		}
 		free(m->tuples);
 		m->tuples = out;
 		m->ntuples = nout;
+		rc = tuples_sort_by(m, true, nrounds + 1);
+		if (rc < 0)
+			goto out;
 	}
-	if (m->ntuples > 1)
-		qsort(m->tuples, m->ntuples, sizeof(*m->tuples),
-		      migrate_tuple_cmp);
 	m->stats.nrounds = nrounds;
 	migrate_predict(m);
 out:
 	free(cs);
+	free(ps);
 	return rc;
 }
 
-/* The shard of @sh[0..n) that contains [lo, hi) of (layer, tensor). */
 const struct migrate_shard *
 migrate_shard_find(const struct migrate_shard *sh, int n, int layer,
 		 int tensor, uint64_t lo, uint64_t hi)
