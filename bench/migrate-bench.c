@@ -80,7 +80,9 @@ static struct costmodel_plan *per_node_pipelines(const struct migrate_topo *t,
 	struct costmodel_plan *p = scenario_plan_new();
 
 	for (int i = 0; i < n; i++) {
-		struct costmodel_template *tm = scenario_template_add(p, t->nodes[i].gpus, 1);
+		struct costmodel_template *tm;
+
+		tm = scenario_template_add(p, t->nodes[i].gpus, 1);
 
 		tmpl_split(tm, nlayers, 1);
 		for (int s = 0; s < tm->nstages; s++)

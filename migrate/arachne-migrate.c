@@ -161,7 +161,8 @@ static int compute_migration(const struct args *a, struct migrate **mp)
 	if (!rc)
 		rc = load_plan(cm, cl, a->to, &new_plan);
 	if (!rc)
-		rc = migrate_diff_costmodel(cm, cl, old_plan, new_plan, NULL, mp);
+		rc = migrate_diff_costmodel(cm, cl, old_plan, new_plan, NULL,
+					    mp);
 	costmodel_plan_free(old_plan);
 	costmodel_plan_free(new_plan);
 	costmodel_cluster_free(cl);
@@ -458,7 +459,8 @@ static int run_rank(const struct args *a, const struct migrate *m,
 	rc = migrate_run(m, tp, nccl ? old_dev : old_host,
 			 nccl ? new_dev : new_host, &ropts);
 	if (!rc && nccl)
-		rc = migrate_transport_to_host(tp, new_host, new_dev, new_bytes);
+		rc = migrate_transport_to_host(tp, new_host, new_dev,
+					       new_bytes);
 	if (!rc)
 		rc = statedir_stage(a->state_dir, m, rank, new_host);
 	if (rc < 0) {
@@ -466,15 +468,17 @@ static int run_rank(const struct args *a, const struct migrate *m,
 			rank, node, rk->gpu, ar_errmsg());
 		statedir_unstage(a->state_dir, m, rank);
 		/*
-		 * Peers may still hold requests towards a dead or stopped rank
-		 * that MPI cannot cancel: give the live ones a moment to report,
-		 * then end the job.  MPI_Abort is the last resort, after cleanup.
+		 * Peers may still hold requests towards a dead or stopped
+		 * rank that MPI cannot cancel: give the live ones a moment
+		 * to report, then end the job.  MPI_Abort is the last
+		 * resort, after cleanup.
 		 */
-		migrate_agree(tp, false, a->timeout_s < 5.0 ? a->timeout_s : 5.0);
+		migrate_agree(tp, false,
+			      a->timeout_s < 5.0 ? a->timeout_s : 5.0);
 		MPI_Abort(MPI_COMM_WORLD, EXIT_FAILED);
 	}
 
-	/* Phase 3: every rank staged its file; now they replace the old ones. */
+	/* Phase 3: every rank staged its file; now they replace the old. */
 	agreed = migrate_agree(tp, true, a->timeout_s);
 	if (agreed < 0) {
 		fprintf(stderr, "arachne-migrate: rank %d (%s GPU %d): %s; old shard files unchanged\n",

@@ -111,9 +111,10 @@ static int role_shards(const struct migrate_layout *layout,
 			int t = MIGRATE_PART_DENSE * MIGRATE_NUM_KINDS + k;
 			uint64_t b = ly->bytes[t];
 
-			rc = shard_push(sv, l, t,
-					migrate_split(b, r->tp_rank, st->tp),
-					migrate_split(b, r->tp_rank + 1, st->tp));
+			uint64_t lo = migrate_split(b, r->tp_rank, st->tp);
+			uint64_t hi = migrate_split(b, r->tp_rank + 1, st->tp);
+
+			rc = shard_push(sv, l, t, lo, hi);
 			if (rc < 0)
 				return rc;
 		}
@@ -145,10 +146,11 @@ static int role_shards(const struct migrate_layout *layout,
 				uint64_t x = migrate_split(b, e + 1,
 							   ly->experts) - xlo;
 
-				rc = shard_push(sv, l, t,
-						xlo + migrate_split(x, etp_rank, etp),
-						xlo + migrate_split(x, etp_rank + 1,
-								    etp));
+				uint64_t lo = migrate_split(x, etp_rank, etp);
+				uint64_t hi = migrate_split(x, etp_rank + 1,
+							    etp);
+
+				rc = shard_push(sv, l, t, xlo + lo, xlo + hi);
 				if (rc < 0)
 					return rc;
 			}
@@ -419,7 +421,9 @@ static int holder_index_build(const struct migrate *m, struct holder_index *hi)
 		for (int i = 0; i < m->n_old[r]; i++) {
 			const struct migrate_shard *s = &m->old_shards[r][i];
 
-			hi->start[s->layer * MIGRATE_NUM_TENSORS + s->tensor + 1]++;
+			int k = s->layer * MIGRATE_NUM_TENSORS + s->tensor;
+
+			hi->start[k + 1]++;
 		}
 	for (int k = 0; k < nkeys; k++)
 		hi->start[k + 1] += hi->start[k];
@@ -450,7 +454,8 @@ static int holder_index_build(const struct migrate *m, struct holder_index *hi)
 	for (int k = 0, ng = 0; k < nkeys; k++) {
 		hi->gstart[k] = ng;
 		for (int i = hi->start[k]; i < hi->start[k + 1]; i++) {
-			if (i > hi->start[k] && hi->v[i].lo == hi->v[i - 1].lo &&
+			if (i > hi->start[k] &&
+			    hi->v[i].lo == hi->v[i - 1].lo &&
 			    hi->v[i].hi == hi->v[i - 1].hi) {
 				hi->g[ng - 1].n++;
 				continue;
@@ -522,7 +527,7 @@ static double sender_cost(const struct migrate *m, const struct loads *ld,
 
 	if (migrate_link_of(m, h, to) == MIGRATE_LINK_INTRA)
 		return ld->intra_out[h] + t;
-	/* The NIC is shared by the node's GPUs; the GPU's own share breaks ties. */
+	/* The node's GPUs share its NIC; the GPU's own share breaks ties. */
 	return ld->nic_out[m->ranks[h].node] + t + 1e-3 * ld->net_out[h];
 }
 
@@ -550,7 +555,7 @@ static int u64_cmp(const void *a, const void *b)
 struct scratch {
 	uint64_t *cuts;
 	struct group **over;		/* groups overlapping the shard */
-	const struct holder **best;	/* candidates of the best link class */
+	const struct holder **best;	/* candidates of the best class */
 	int cap, bcap;
 };
 
@@ -615,7 +620,11 @@ static int emit(struct migrate *m, struct loads *ld, struct tuple_vec *tv,
 	return tuple_push(tv, &t);
 }
 
-/* Network senders looked at per piece, from the group's rotating cursor. */
+/*
+ * Network senders looked at per piece, from the group's rotating cursor:
+ * enough for every EDP rank of a 512-GPU expert layout, bounded so that a
+ * job of hundreds of replicas is not scanned whole for every piece.
+ */
 #define NET_CANDIDATES	64
 
 /*

@@ -332,7 +332,8 @@ int migrate_from_json(const json_t *root, struct migrate **mp)
 			rc = get_int(o, "new_pipe", what, -1, &np);
 		if (rc < 0)
 			goto err;
-		if (node >= m->topo->nnodes || gpu >= m->topo->nodes[node].gpus) {
+		if (node >= m->topo->nnodes ||
+		    gpu >= m->topo->nodes[node].gpus) {
 			rc = ar_seterr(-AR_EINVAL,
 				       "migration: %s is on GPU %lld of node %lld, which does not exist",
 				       what, (long long)gpu, (long long)node);
@@ -394,8 +395,9 @@ int migrate_from_json(const json_t *root, struct migrate **mp)
 			.from = (int32_t)x[4], .to = (int32_t)x[5],
 			.round = (int32_t)x[6],
 		};
-		s = migrate_shard_find(m->old_shards[t->from], m->n_old[t->from],
-				       t->layer, t->tensor, t->lo, t->hi);
+		s = migrate_shard_find(m->old_shards[t->from],
+				       m->n_old[t->from], t->layer, t->tensor,
+				       t->lo, t->hi);
 		if (s)
 			t->src_offset = s->offset + (t->lo - s->lo);
 		s = migrate_shard_find(m->new_shards[t->to], m->n_new[t->to],
@@ -417,9 +419,12 @@ int migrate_from_json(const json_t *root, struct migrate **mp)
 	migrate_predict(m);
 	/* Every new byte has one source, so the bytes moved are the minimum. */
 	m->stats.bytes_min = m->stats.bytes_moved;
-	for (long i = 0; i < m->ntuples; i++)
-		if (m->tuples[i].from == m->tuples[i].to)
-			m->stats.bytes_local += m->tuples[i].hi - m->tuples[i].lo;
+	for (long i = 0; i < m->ntuples; i++) {
+		const struct migrate_tuple *t = &m->tuples[i];
+
+		if (t->from == t->to)
+			m->stats.bytes_local += t->hi - t->lo;
+	}
 	*mp = m;
 	return 0;
 err:

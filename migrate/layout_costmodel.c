@@ -20,7 +20,7 @@
 
 /* Bytes of state per parameter that are weights and gradients. */
 #define WEIGHT_BYTES_PER_PARAM	2.0	/* BF16 */
-#define GRAD_BYTES_PER_PARAM	2.0	/* BF16, as docs/costmodel.md counts */
+#define GRAD_BYTES_PER_PARAM	2.0	/* BF16 (docs/costmodel.md) */
 
 /*
  * Parameters of one layer type: BF16 weight bytes at TP 1 over 2, or at
@@ -65,7 +65,8 @@ static void set_kinds(uint64_t *bytes, double params, double per_param)
 	}
 	if (grad < 0.0)
 		grad = 0.0;
-	bytes[MIGRATE_KIND_WEIGHT] = (uint64_t)(params * WEIGHT_BYTES_PER_PARAM);
+	bytes[MIGRATE_KIND_WEIGHT] =
+		(uint64_t)(params * WEIGHT_BYTES_PER_PARAM);
 	bytes[MIGRATE_KIND_GRAD] = (uint64_t)(params * grad);
 	bytes[MIGRATE_KIND_OPTIM] = (uint64_t)(params * optim);
 }

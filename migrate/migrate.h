@@ -54,7 +54,7 @@ extern "C" {
 
 enum migrate_part {
 	MIGRATE_PART_DENSE,		/* TP-sharded */
-	MIGRATE_PART_EXPERT,		/* EP x ETP-sharded routed experts */
+	MIGRATE_PART_EXPERT,		/* routed experts, EP x ETP */
 	MIGRATE_NUM_PARTS
 };
 
@@ -69,7 +69,7 @@ enum migrate_kind {
 
 struct migrate_layer {
 	uint64_t bytes[MIGRATE_NUM_TENSORS]; /* [part * 3 + kind], unsharded */
-	int experts;			/* routed experts; 0 for a dense layer */
+	int experts;			/* routed experts; 0: dense layer */
 };
 
 struct migrate_layout {
@@ -104,15 +104,15 @@ uint64_t migrate_layout_total_bytes(const struct migrate_layout *layout);
  * ------------------------------------------------------------------- */
 
 struct migrate_node {
-	char name[64];			/* hostname (shard files carry it) */
+	char name[64];			/* hostname, in file names */
 	int gpus;			/* GPUs in the node */
-	double intra_GBps;		/* GPU to GPU inside the node, per direction */
-	double nic_GBps;		/* the node's network link, per direction */
+	double intra_GBps;		/* GPU to GPU in the node, each way */
+	double nic_GBps;		/* the node's network link, each way */
 };
 
 struct migrate_topo {
 	int nnodes;
-	struct migrate_node *nodes;	/* [nnodes], owned; index = cluster node */
+	struct migrate_node *nodes;	/* [nnodes], owned; cluster order */
 };
 
 struct migrate_topo *migrate_topo_create(int nnodes);
@@ -136,8 +136,8 @@ int migrate_topo_from_cluster(const struct costmodel *cm,
 struct migrate_rank {
 	int node;			/* index into the topology */
 	int gpu;			/* GPU index inside the node */
-	int old_pipe;			/* pipeline in the old plan, -1: none */
-	int new_pipe;			/* pipeline in the new plan, -1: none */
+	int old_pipe;			/* old plan's pipeline, -1: none */
+	int new_pipe;			/* new plan's pipeline, -1: none */
 };
 
 /* One contiguous byte range of one tensor of one layer. */
@@ -145,7 +145,7 @@ struct migrate_shard {
 	int32_t layer;
 	int32_t tensor;			/* part * 3 + kind */
 	uint64_t lo, hi;		/* [lo, hi) in the tensor's layout */
-	uint64_t offset;		/* where it starts in the rank's buffer */
+	uint64_t offset;		/* its start in the rank's buffer */
 };
 
 /*
@@ -166,15 +166,15 @@ struct migrate_tuple {
 
 struct migrate_stats {
 	uint64_t bytes_moved;		/* over links (from != to) */
-	uint64_t bytes_min;		/* bytes whose new holder did not hold them */
+	uint64_t bytes_min;		/* bytes whose owner changes */
 	uint64_t bytes_local;		/* bytes kept on their GPU */
 	long ntuples;			/* transfers over links */
 	int nrounds;			/* stage-2 rounds */
 	double stage1_s;		/* predicted, intra-pipeline stage */
 	double stage2_s;		/* predicted, all rounds */
 	double time_s;			/* stage1_s + stage2_s */
-	double lower_bound_s;		/* largest per-link load over its bandwidth */
-	double diff_s;			/* wall time migrate_diff() took */
+	double lower_bound_s;		/* busiest link: load / speed */
+	double diff_s;			/* wall time of migrate_diff() */
 };
 
 struct migrate {
@@ -230,7 +230,8 @@ int migrate_diff_costmodel(const struct costmodel *cm,
 			   const struct costmodel_cluster *cl,
 			   const struct costmodel_plan *old_plan,
 			   const struct costmodel_plan *new_plan,
-			   const struct migrate_opts *opts, struct migrate **mp);
+			   const struct migrate_opts *opts,
+			   struct migrate **mp);
 
 /* Rank of GPU (@node, @gpu), or -1 when it holds state in neither plan. */
 int migrate_rank_find(const struct migrate *m, int node, int gpu);
@@ -287,8 +288,9 @@ int migrate_transport_mpi_create(const void *mpi_comm,
  * (ncclSend/ncclRecv in groups); the NCCL unique id is broadcast over
  * @mpi_comm.  Uses CUDA device @cuda_device (the GPU's index in its node;
  * a process that sees a single device uses it, as Slurm binds one GPU per
- * task); buffers given to migrate_run() must be device memory.  -AR_ENOTBUILT without NCCL,
- * -ENODEV without a GPU.
+ * task); buffers given to migrate_run() must be device memory.
+ * Collective: every rank learns whether all got their device before NCCL
+ * starts.  -AR_ENOTBUILT without NCCL, -ENODEV without a GPU.
  */
 int migrate_transport_nccl_create(const void *mpi_comm, int cuda_device,
 				  struct migrate_transport **tpp);

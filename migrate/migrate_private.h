@@ -61,14 +61,14 @@ int migrate_tuple_cmp(const void *a, const void *b);
 
 struct migrate_xfer {
 	int peer;
-	void *buf;			/* send: const data; recv: destination */
+	void *buf;			/* send: the data; recv: its place */
 	size_t bytes;
 	bool send;
 };
 
 struct migrate_transport_ops {
 	const char *name;
-	/* Start and complete one step's transfers; -AR_ETIMEOUT names a peer. */
+	/* Start and finish one step's transfers; -AR_ETIMEOUT names a peer */
 	int (*step)(struct migrate_transport *tp, struct migrate_xfer *xs,
 		    int nx, double timeout_s);
 	int (*copy)(struct migrate_transport *tp, void *dst, const void *src,

@@ -96,8 +96,10 @@ static void step_load_add(struct step_load *sl, const struct migrate *m,
 	case MIGRATE_LINK_LOCAL:
 		break;
 	case MIGRATE_LINK_INTRA:
-		sl->gpu_out[t->from] += bytes / (m->topo->nodes[nf].intra_GBps * 1e9);
-		sl->gpu_in[t->to] += bytes / (m->topo->nodes[nt].intra_GBps * 1e9);
+		sl->gpu_out[t->from] +=
+			bytes / (m->topo->nodes[nf].intra_GBps * 1e9);
+		sl->gpu_in[t->to] +=
+			bytes / (m->topo->nodes[nt].intra_GBps * 1e9);
 		break;
 	case MIGRATE_LINK_NET:
 		sl->nic_out[nf] += bytes / (m->topo->nodes[nf].nic_GBps * 1e9);
@@ -251,7 +253,7 @@ static int pack_rounds(struct migrate *m, struct chunk *cs, long nc,
 		for (int r = 0; r < m->nranks; r++)
 			if (left[r])
 				order[norder++] = r;
-		/* Insertion sort by remaining receive load: receivers are few. */
+		/* Insertion sort by remaining receive load (few receivers). */
 		for (int i = 1; i < norder; i++) {
 			int r = order[i], j = i;
 
@@ -465,7 +467,8 @@ int migrate_schedule(struct migrate *m, const struct migrate_opts *opts)
 		for (long i = 0; i < m->ntuples; i++) {
 			const struct migrate_tuple *t = &m->tuples[i];
 
-			if (t->from == t->to || same_pipeline(m, t->from, t->to))
+			if (t->from == t->to ||
+			    same_pipeline(m, t->from, t->to))
 				out[nout++] = *t;
 		}
 		for (long i = 0; i < np; i++) {
@@ -521,7 +524,7 @@ migrate_shard_find(const struct migrate_shard *sh, int n, int layer,
 	return sh;
 }
 
-/* Tuples of one receiver sorted by (layer, tensor, lo), for the tiling check. */
+/* Tuples by (receiver, layer, tensor, lo), for the tiling check. */
 static int recv_cmp(const void *a, const void *b)
 {
 	const struct migrate_tuple *x = *(const struct migrate_tuple *const *)a;
@@ -568,7 +571,8 @@ int migrate_check(const struct migrate *m)
 			rc = ar_seterr(-AR_EINVAL, "tuple %ld is malformed", i);
 			goto out;
 		}
-		s = migrate_shard_find(m->old_shards[t->from], m->n_old[t->from],
+		s = migrate_shard_find(m->old_shards[t->from],
+				       m->n_old[t->from],
 				     t->layer, t->tensor, t->lo, t->hi);
 		if (!s || s->offset + (t->lo - s->lo) != t->src_offset) {
 			rc = ar_seterr(-AR_EINVAL,
@@ -646,8 +650,10 @@ int migrate_check(const struct migrate *m)
 
 			if (round == 0 || t->from == t->to)
 				continue;
-			if ((peer_out[t->from] >= 0 && peer_out[t->from] != t->to) ||
-			    (peer_in[t->to] >= 0 && peer_in[t->to] != t->from)) {
+			int po = peer_out[t->from], pi = peer_in[t->to];
+
+			if ((po >= 0 && po != t->to) ||
+			    (pi >= 0 && pi != t->from)) {
 				rc = ar_seterr(-AR_EINVAL,
 					       "round %d: rank %d or %d has two peers",
 					       round, t->from, t->to);

@@ -197,7 +197,8 @@ int statedir_read(const char *path, struct migrate_shard **shardsp, int *np,
 		rc = ar_seterr(-AR_EINVAL,
 			       "%s: holds %lld bytes, its index says %llu",
 			       path, (long long)stt.st_size,
-			       (unsigned long long)(HEADER_BYTES + len + bytes));
+			       (unsigned long long)(HEADER_BYTES + len +
+						    bytes));
 		goto out;
 	}
 	buf = malloc(bytes ? bytes : 1);
@@ -253,8 +254,9 @@ int statedir_load(const char *dir, const struct migrate *m, int rank,
 	for (int i = 0; !rc && i < n; i++) {
 		const struct migrate_shard *want = &m->old_shards[rank][i];
 
-		if (sh[i].layer != want->layer || sh[i].tensor != want->tensor ||
-		    sh[i].lo != want->lo || sh[i].hi != want->hi)
+		if (sh[i].layer != want->layer ||
+		    sh[i].tensor != want->tensor || sh[i].lo != want->lo ||
+		    sh[i].hi != want->hi)
 			rc = ar_seterr(-AR_EINVAL,
 				       "%s: shard %d is layer %d tensor %d [%llu, %llu); the old plan says layer %d tensor %d [%llu, %llu)",
 				       path, i, sh[i].layer, sh[i].tensor,
@@ -316,7 +318,7 @@ int statedir_commit(const char *dir, const struct migrate *m, int rank)
 	if (rc < 0)
 		return rc;
 	if (m->n_new[rank] == 0) {
-		/* The GPU leaves the plan: its old state now lives elsewhere. */
+		/* The GPU leaves the plan: its old state lives elsewhere. */
 		if (unlink(final) < 0 && errno != ENOENT)
 			return ar_seterr(-errno, "%s: %s", final,
 					 strerror(errno));

@@ -74,16 +74,19 @@ static int mpi_step(struct migrate_transport *tp, struct migrate_xfer *xs,
 
 			if (x->send != (pass == 1))
 				continue;
-			for (size_t off = 0; off < x->bytes; off += MAX_MESSAGE) {
-				int n = (int)(x->bytes - off > MAX_MESSAGE ?
-					      MAX_MESSAGE : x->bytes - off);
+			for (size_t off = 0; off < x->bytes;
+			     off += MAX_MESSAGE) {
+				size_t rest = x->bytes - off;
+				int n = (int)(rest > MAX_MESSAGE ?
+					      MAX_MESSAGE : rest);
 				char *b = (char *)x->buf + off;
+				MPI_Request *rq = &reqs[nreq];
 
 				code = x->send ?
 					MPI_Isend(b, n, MPI_BYTE, x->peer,
-						  DATA_TAG, p->data, &reqs[nreq]) :
+						  DATA_TAG, p->data, rq) :
 					MPI_Irecv(b, n, MPI_BYTE, x->peer,
-						  DATA_TAG, p->data, &reqs[nreq]);
+						  DATA_TAG, p->data, rq);
 				if (code != MPI_SUCCESS) {
 					rc = mpi_err(code, x->send ? "Isend" :
 								     "Irecv");
@@ -239,7 +242,7 @@ int migrate_mpi_open(const void *mpi_comm, struct migrate_transport **tpp)
 		free(p);
 		return mpi_err(code, "Comm_dup");
 	}
-	/* Errors come back as codes: a dead peer must not kill us mid-cleanup. */
+	/* Errors come back as codes: a dead peer must not end our cleanup. */
 	MPI_Comm_set_errhandler(p->data, MPI_ERRORS_RETURN);
 	MPI_Comm_set_errhandler(p->ctl, MPI_ERRORS_RETURN);
 	MPI_Comm_rank(p->data, &tp->rank);

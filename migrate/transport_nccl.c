@@ -231,7 +231,8 @@ static int nccl_device(struct nccl_priv *p, int cuda_device)
 				 cuda_device, ndev);
 	e = cudaSetDevice(cuda_device);
 	if (e == cudaSuccess)
-		e = cudaStreamCreateWithFlags(&p->stream, cudaStreamNonBlocking);
+		e = cudaStreamCreateWithFlags(&p->stream,
+					      cudaStreamNonBlocking);
 	if (e != cudaSuccess)
 		return cuda_err(e, "device setup");
 	p->device = cuda_device;

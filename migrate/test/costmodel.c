@@ -72,7 +72,7 @@ static void layout_moe(void **state)
 
 	assert_int_equal(migrate_layout_from_costmodel(cm, &l), 0);
 	for (int i = 1; i <= 8; i++) {
-		/* Attention at half a block; all 8 experts 1024 MiB at ETP 1. */
+		/* Attention: half a block; the 8 experts: 1024 MiB at ETP 1 */
 		check_kinds(&l->layers[i], MIGRATE_PART_DENSE, 128 * MiB);
 		check_kinds(&l->layers[i], MIGRATE_PART_EXPERT, 1024 * MiB);
 		assert_int_equal(l->layers[i].experts, 8);
@@ -99,7 +99,8 @@ static void topo_bandwidths(void **state)
 		    t->nodes[0].intra_GBps < 320.001);
 	assert_true(t->nodes[2].intra_GBps > 159.999 &&
 		    t->nodes[2].intra_GBps < 160.001);
-	assert_true(t->nodes[0].nic_GBps > 9.999 && t->nodes[0].nic_GBps < 10.001);
+	assert_true(t->nodes[0].nic_GBps > 9.999 &&
+		    t->nodes[0].nic_GBps < 10.001);
 	migrate_topo_free(t);
 	costmodel_cluster_free(cl);
 	costmodel_destroy(cm);
@@ -169,8 +170,10 @@ static void diff_of_parsed_plans(void **state)
 	{
 		struct migrate *m2 = NULL;
 
-		assert_int_equal(migrate_diff_costmodel(cm, cl, old_plan,
-							new_plan, NULL, &m2), 0);
+		int rc = migrate_diff_costmodel(cm, cl, old_plan, new_plan,
+						NULL, &m2);
+
+		assert_int_equal(rc, 0);
 		assert_int_equal(m2->ntuples, m->ntuples);
 		assert_int_equal(m2->stats.bytes_moved, m->stats.bytes_moved);
 		assert_memory_equal(&m2->tuples[m->ntuples - 1],

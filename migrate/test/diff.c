@@ -122,7 +122,8 @@ static void test_tp4to2(void **state)
 			 migrate_rank_new_bytes(m, 2));
 	assert_true(bytes_between(m, 0, 2) > 0 && bytes_between(m, 1, 2) > 0);
 	/* GPU 3 (TP 1 of 2) takes old rank 2's quarter and keeps its own. */
-	assert_int_equal(bytes_between(m, 2, 3) + bytes_between(m, 3, 3), half3);
+	assert_int_equal(bytes_between(m, 2, 3) + bytes_between(m, 3, 3),
+			 half3);
 	assert_true(bytes_between(m, 3, 3) > 0);
 	assert_int_equal(m->stats.bytes_local, bytes_between(m, 3, 3));
 	migrate_free(m);
@@ -166,7 +167,8 @@ static void test_replica_add_remove(void **state)
 
 	/* The new replica gets one full copy, over node 0's NIC. */
 	assert_int_equal(m->stats.bytes_moved, total);
-	assert_int_equal(bytes_between(m, 0, 2) + bytes_between(m, 1, 3), total);
+	assert_int_equal(bytes_between(m, 0, 2) + bytes_between(m, 1, 3),
+			 total);
 	assert_double_equal(m->stats.lower_bound_s, (double)total / nic,
 			    1e-12);
 	/* Cross-pipeline: stage 2, in rounds. */
@@ -297,7 +299,8 @@ static void test_json_round_trip(void **state)
 {
 	for (int i = 0; scenario_names[i]; i++) {
 		struct scenario sc;
-		struct migrate *m = diff_of(scenario_names[i], &sc), *back = NULL;
+		struct migrate *back = NULL;
+		struct migrate *m = diff_of(scenario_names[i], &sc);
 		json_t *j = migrate_to_json(m);
 		char *text;
 		json_t *parsed;

@@ -162,8 +162,9 @@ static int verify_rank(const struct migrate *m, int r, const char *dir)
 		const struct migrate_shard *s = &m->new_shards[r][i];
 		uint64_t got = checksum(buf + s->offset, s->hi - s->lo);
 		uint64_t exp = checksum(want + s->offset, s->hi - s->lo);
-		bool same = sh[i].layer == s->layer && sh[i].tensor == s->tensor &&
-			    sh[i].lo == s->lo && sh[i].hi == s->hi && got == exp;
+		bool same = sh[i].layer == s->layer &&
+			    sh[i].tensor == s->tensor && sh[i].lo == s->lo &&
+			    sh[i].hi == s->hi && got == exp;
 
 		printf("rank %d %s:%d layer %d tensor %d [%llu,%llu) %016llx %s\n",
 		       r, node, rk->gpu, s->layer, s->tensor,
@@ -194,8 +195,8 @@ static int cmd_verify(const char *mpath, const char *dir)
 int main(int argc, char **argv)
 {
 	if (argc >= 4 && !strcmp(argv[1], "migration"))
-		return cmd_migration(argv[2], argv[3],
-				     argc > 4 ? strtoull(argv[4], NULL, 10) : 1);
+		return cmd_migration(argv[2], argv[3], argc > 4 ?
+				     strtoull(argv[4], NULL, 10) : 1);
 	if (argc == 4 && !strcmp(argv[1], "init"))
 		return cmd_init(argv[2], argv[3]);
 	if (argc == 4 && !strcmp(argv[1], "verify"))

@@ -187,7 +187,9 @@ int scenario_build(const char *name, struct scenario *sc)
 		   !strcmp(name, "replica-remove")) {
 		struct costmodel_plan *one = one_stage(nl, 2, 0, 0);
 		struct costmodel_plan *two = scenario_plan_new();
-		struct costmodel_template *tm = scenario_template_add(two, 1, 2);
+		struct costmodel_template *tm;
+
+		tm = scenario_template_add(two, 1, 2);
 
 		scenario_stage_set(tm, 0, 2, 0, nl - 1);
 		scenario_place(tm, 0, 0, 0, 0);
@@ -197,7 +199,7 @@ int scenario_build(const char *name, struct scenario *sc)
 		sc->old_plan = !strcmp(name, "replica-add") ? one : two;
 		sc->new_plan = !strcmp(name, "replica-add") ? two : one;
 	} else if (!strcmp(name, "gpu-type")) {
-		/* Two GPUs of a fast type hand over to a node of a slower one. */
+		/* Two GPUs of a fast type hand over to a slower node. */
 		struct costmodel_plan *p = scenario_plan_new();
 		struct costmodel_template *tm = scenario_template_add(p, 2, 1);
 
@@ -235,7 +237,7 @@ int scenario_build(const char *name, struct scenario *sc)
 		sc->old_plan = o;
 		sc->new_plan = n;
 	} else if (!strcmp(name, "join")) {
-		/* A third node joins as a third replica; the split moves too. */
+		/* A third node joins as a replica; the split moves too. */
 		struct costmodel_plan *o = scenario_plan_new();
 		struct costmodel_plan *n = scenario_plan_new();
 		struct costmodel_template *tm;
