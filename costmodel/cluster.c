@@ -204,12 +204,8 @@ int costmodel_cluster_load(const struct costmodel *cm, const char *path,
 	if (!root)
 		return -AR_EINVAL;
 	rc = costmodel_cluster_from_json(cm, root, clp);
-	if (rc < 0 && rc != -ENOMEM) {
-		char msg[1024];
-
-		snprintf(msg, sizeof(msg), "%s", ar_errmsg());
-		ar_seterr(rc, "%s: %s", path, msg);
-	}
+	if (rc < 0 && rc != -ENOMEM)
+		ar_seterr(rc, "%s: %s", path, ar_errmsg());
 	json_decref(root);
 	return rc;
 }

@@ -117,8 +117,8 @@ const char *fixture_create(void)
 		      model_ini("toymoe", "experts = 8\ntop_k = 2\nexpert_ffn = 4096\n"));
 	write_layers(dir, "toy", "fast", 1, false, 256 * MIB);
 	write_layers(dir, "toy", "slow", 3, false, 256 * MIB);
-	write_layers(dir, "huge", "fast", 1, false, 4096 * MIB);
-	write_layers(dir, "huge", "slow", 3, false, 4096 * MIB);
+	write_layers(dir, "huge", "fast", 1, false, 65536 * MIB);
+	write_layers(dir, "huge", "slow", 3, false, 65536 * MIB);
 	write_layers(dir, "toymoe", "fast", 1, true, 0);
 	write_layers(dir, "toymoe", "slow", 3, true, 0);
 	return dir;

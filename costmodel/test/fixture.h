@@ -26,7 +26,7 @@
  *   top-2: attn = block at half the time and params; expert at ETP e:
  *   fwd 2.0b/e, bwd 4.0b/e ms, comm 0.1b(e-1) ms, act 32 MiB * b / e,
  *   params 1024 MiB / e.
- * Model "huge": "toy" with 4096 MiB of parameters per block (fits nowhere).
+ * Model "huge": "toy" with 64 GiB of parameters per block (fits nowhere).
  */
 
 /* Create the tree in a new temporary directory; returns its path. */
