@@ -1,128 +1,72 @@
 /*
- * migration.c - a layer-level estimate of a plan change.
+ * migration.c - a replan's migration through libarachne-migrate.
  *
- * Every GPU group of the new plan needs the state (weights, gradients,
- * optimizer) of its layers at its TP degree.  A layer it already held in
- * the old plan (same node, same GPUs, same TP) stays; any other layer
- * comes from an old holder, one on the same node when there is one.  The
- * stop is the busiest node's transfer time: network bytes in or out at
- * the node's network bandwidth, plus intra-node bytes at the GPUs' link
- * bandwidth.  Consecutive layers between the same groups form one tuple.
+ * The old plan lives on the old composition and the new plan on the new
+ * one; migrate_diff_costmodel() wants both on one cluster, so the union
+ * (every node of the new composition, then the nodes only the old one
+ * had) is built and both plans are placed on it by node name.
  */
 #include "config.h"
 
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "ar.h"
+#include "migrate.h"
 #include "migration.h"
 
-struct migration_holder {
-	const struct costmodel_stage *stage;
-	const struct costmodel_group *group;
-};
-
-static bool migration_same_group(const struct costmodel_cluster *a_cl,
-				  const struct costmodel_group *a, int a_tp,
-				  const struct costmodel_cluster *b_cl,
-				  const struct costmodel_group *b, int b_tp)
+static int migration_node_add(const struct costmodel *cm, json_t *nodes,
+			      const struct costmodel_node *n)
 {
-	if (a_tp != b_tp || strcmp(a_cl->nodes[a->node].name,
-				    b_cl->nodes[b->node].name) != 0)
-		return false;
-	return memcmp(a->gpu, b->gpu, (size_t)a_tp) == 0;
+	return json_array_append_new(nodes, json_pack("{s:s, s:i, s:s}",
+		"gpu", costmodel_gpu(cm, n->gpu)->name,
+		"gpus_per_node", n->gpus, "hosts", n->name));
 }
 
-/* Bytes of state one GPU of a TP-@tp group holds for @layer. */
-static double migration_layer_bytes(const struct costmodel *cm, int gpu,
-				    int tp, int layer)
+/* The union of @a and @b (a's nodes first), in *@clp. */
+static int migration_union(const struct costmodel *cm,
+			   const struct costmodel_cluster *a,
+			   const struct costmodel_cluster *b,
+			   struct costmodel_cluster **clp)
 {
-	const struct costmodel_model *m = costmodel_model(cm);
-	const struct costmodel_layer_profile *p = NULL;
+	json_t *nodes = json_array(), *root;
+	int rc = 0;
 
-	if (layer == 0)
-		p = costmodel_profile(cm, gpu, tp, 1, COSTMODEL_LAYER_EMBED);
-	else if (layer == costmodel_num_layers(cm) - 1)
-		p = costmodel_profile(cm, gpu, tp, 1, COSTMODEL_LAYER_HEAD);
-	else
-		return costmodel_block_state_bytes(cm, gpu, tp);
-	/* profiles hold BF16 weights: 2 bytes a parameter */
-	return p ? p->param_bytes / 2.0 * m->state_bytes_per_param : 0;
-}
-
-/* An old holder of @layer, preferring one on node @name. */
-static bool migration_source(const struct costmodel_cluster *old_cl,
-			     const struct costmodel_plan *old, int layer,
-			     const char *name, struct migration_holder *h)
-{
-	bool found = false;
-
-	for (int t = 0; t < old->ntemplates; t++) {
-		const struct costmodel_template *tp = &old->templates[t];
-
-		for (int r = 0; r < tp->replicas; r++) {
-			for (int s = 0; s < tp->nstages; s++) {
-				const struct costmodel_stage *st = &tp->stages[s];
-				const struct costmodel_group *g =
-					&tp->placement[r * tp->nstages + s];
-
-				if (layer < st->first_layer ||
-				    layer > st->last_layer)
-					continue;
-				if (!found || strcmp(old_cl->nodes[g->node].name,
-						     name) == 0) {
-					h->stage = st;
-					h->group = g;
-					found = true;
-				}
-				if (strcmp(old_cl->nodes[g->node].name, name) == 0)
-					return true;
-			}
-		}
+	for (size_t i = 0; nodes && rc == 0 && i < a->nnodes; i++)
+		rc = migration_node_add(cm, nodes, &a->nodes[i]);
+	for (size_t i = 0; nodes && rc == 0 && i < b->nnodes; i++)
+		if (costmodel_cluster_node_find(a, b->nodes[i].name) < 0)
+			rc = migration_node_add(cm, nodes, &b->nodes[i]);
+	root = nodes && rc == 0 ? json_pack("{s:s, s:o}", "name", "replan",
+					    "nodes", nodes) : NULL;
+	if (!root) {
+		json_decref(nodes);
+		return -ENOMEM;
 	}
-	return found;
+	if (a->inter_node_gbps > 0)
+		json_object_set_new(root, "inter_node_gbps",
+				    json_real(a->inter_node_gbps));
+	rc = costmodel_cluster_from_json(cm, root, clp);
+	json_decref(root);
+	return rc;
 }
 
-/* Layer @layer is already where group @g of stage @st needs it. */
-static bool migration_is_held(const struct costmodel_cluster *old_cl,
-			      const struct costmodel_plan *old,
-			      const struct costmodel_cluster *new_cl,
-			      const struct costmodel_stage *st,
-			      const struct costmodel_group *g, int layer)
+/* @plan (on @cl) placed on @onto by node name, in *@outp. */
+static int migration_place(const struct costmodel *cm,
+			   const struct costmodel_cluster *cl,
+			   const struct costmodel_plan *plan,
+			   const struct costmodel_cluster *onto,
+			   struct costmodel_plan **outp)
 {
-	for (int t = 0; t < old->ntemplates; t++) {
-		const struct costmodel_template *tp = &old->templates[t];
+	json_t *j = costmodel_plan_to_json(cm, cl, plan);
+	int rc;
 
-		for (int r = 0; r < tp->replicas; r++)
-			for (int s = 0; s < tp->nstages; s++) {
-				const struct costmodel_stage *os = &tp->stages[s];
-
-				if (layer >= os->first_layer &&
-				    layer <= os->last_layer &&
-				    migration_same_group(old_cl,
-					&tp->placement[r * tp->nstages + s],
-					os->tp, new_cl, g, st->tp))
-					return true;
-			}
-	}
-	return false;
+	if (!j)
+		return -ENOMEM;
+	rc = costmodel_plan_from_json(cm, onto, j, outp);
+	json_decref(j);
+	return rc;
 }
-
-static json_t *migration_group_json(const struct costmodel_cluster *cl,
-				    const struct costmodel_group *g, int tp)
-{
-	json_t *gpus = json_array();
-
-	for (int i = 0; gpus && i < tp; i++)
-		json_array_append_new(gpus, json_integer(g->gpu[i]));
-	return json_pack("{s:s, s:o}", "node", cl->nodes[g->node].name,
-			 "gpus", gpus ? gpus : json_array());
-}
-
-struct migration_node {
-	double net_in, net_out, local;	/* bytes */
-};
 
 int migration_estimate(const struct costmodel *cm,
 		       const struct costmodel_cluster *old_cl,
@@ -131,99 +75,33 @@ int migration_estimate(const struct costmodel *cm,
 		       const struct costmodel_plan *new,
 		       struct migration *mig)
 {
-	struct migration_node *in_new = NULL, *in_old = NULL;
-	json_t *tuples = json_array(), *last = NULL;
-	const struct costmodel_group *last_from = NULL, *last_to = NULL;
-	int rc = 0;
+	struct costmodel_plan *old_u = NULL, *new_u = NULL;
+	struct costmodel_cluster *all = NULL;
+	struct migrate *m = NULL;
+	int rc;
 
 	memset(mig, 0, sizeof(*mig));
-	in_new = calloc(new_cl->nnodes ? new_cl->nnodes : 1, sizeof(*in_new));
-	in_old = calloc(old_cl->nnodes ? old_cl->nnodes : 1, sizeof(*in_old));
-	if (!tuples || !in_new || !in_old) {
-		rc = -ENOMEM;
+	rc = migration_union(cm, new_cl, old_cl, &all);
+	if (rc == 0)
+		rc = migration_place(cm, old_cl, old, all, &old_u);
+	if (rc == 0)
+		rc = migration_place(cm, new_cl, new, all, &new_u);
+	if (rc == 0)
+		rc = migrate_diff_costmodel(cm, all, old_u, new_u, NULL, &m);
+	if (rc < 0) {
+		ar_seterr(rc, "migration: %s", ar_errmsg());
 		goto out;
 	}
-	for (int t = 0; t < new->ntemplates; t++) {
-		const struct costmodel_template *tp = &new->templates[t];
-
-		for (int r = 0; r < tp->replicas; r++) {
-			for (int s = 0; s < tp->nstages; s++) {
-				const struct costmodel_stage *st = &tp->stages[s];
-				const struct costmodel_group *g =
-					&tp->placement[r * tp->nstages + s];
-				const char *name = new_cl->nodes[g->node].name;
-
-				for (int l = st->first_layer; l <= st->last_layer; l++) {
-					struct migration_holder h;
-					double b;
-					bool local;
-
-					if (migration_is_held(old_cl, old, new_cl, st, g, l) ||
-					    !migration_source(old_cl, old, l, name, &h))
-						continue;
-					b = migration_layer_bytes(cm, st->gpu, st->tp, l) *
-					    st->tp;
-					local = strcmp(old_cl->nodes[h.group->node].name,
-						       name) == 0;
-					mig->bytes += b;
-					if (local) {
-						in_new[g->node].local += b;
-					} else {
-						in_new[g->node].net_in += b;
-						in_old[h.group->node].net_out += b;
-					}
-					if (last && last_from == h.group && last_to == g) {
-						json_t *ls = json_object_get(last, "layers");
-
-						json_array_set_new(ls, 1, json_integer(l));
-						json_object_set_new(last, "bytes", json_real(
-							json_real_value(json_object_get(last, "bytes")) + b));
-						continue;
-					}
-					last = json_pack("{s:[i,i], s:o, s:o, s:f}",
-							 "layers", l, l,
-							 "from", migration_group_json(old_cl, h.group,
-										      h.stage->tp),
-							 "to", migration_group_json(new_cl, g, st->tp),
-							 "bytes", b);
-					if (!last || json_array_append_new(tuples, last) < 0) {
-						rc = -ENOMEM;
-						goto out;
-					}
-					last_from = h.group;
-					last_to = g;
-				}
-			}
-		}
-	}
-	for (size_t n = 0; n < new_cl->nnodes; n++) {
-		const struct costmodel_gpu *gpu = costmodel_gpu(cm, new_cl->nodes[n].gpu);
-		double gbps = new_cl->inter_node_gbps > 0 ?
-			      new_cl->inter_node_gbps : gpu->network_gbps;
-		double t = in_new[n].net_in / (gbps * 1e9 / 8) +
-			   in_new[n].local / (gpu->intra_node_GBps * 1e9);
-
-		if (t > mig->stop_s)
-			mig->stop_s = t;
-	}
-	for (size_t n = 0; n < old_cl->nnodes; n++) {
-		const struct costmodel_gpu *gpu = costmodel_gpu(cm, old_cl->nodes[n].gpu);
-		double gbps = old_cl->inter_node_gbps > 0 ?
-			      old_cl->inter_node_gbps : gpu->network_gbps;
-		double t = in_old[n].net_out / (gbps * 1e9 / 8);
-
-		if (t > mig->stop_s)
-			mig->stop_s = t;
-	}
-	mig->json = json_pack("{s:O, s:f, s:f, s:s}", "tuples", tuples,
-			      "bytes", mig->bytes, "stop_s", mig->stop_s,
-			      "source", "plannerd layer estimate");
+	mig->bytes = (double)m->stats.bytes_moved;
+	mig->stop_s = m->stats.time_s;
+	mig->json = migrate_to_json(m);
 	if (!mig->json)
 		rc = -ENOMEM;
 out:
-	json_decref(tuples);
-	free(in_new);
-	free(in_old);
+	migrate_free(m);
+	costmodel_plan_free(old_u);
+	costmodel_plan_free(new_u);
+	costmodel_cluster_free(all);
 	return rc;
 }
 

@@ -1,11 +1,7 @@
 /*
- * migration.h - what moving a job from one plan to another costs: the
- * transfer tuples and the predicted stop.
- *
- * This is the one call site of a replan's migration.  Until the migrate
- * module (migrate/migrate.h) lands, migration.c computes a layer-level
- * estimate itself; once it lands, migration_estimate() calls migrate_
- * for the tuples and their schedule and nothing else in plannerd changes.
+ * migration.h - what moving a job from its old plan to a new one costs,
+ * from the migrate module (migrate/migrate.h): the migration (tuples and
+ * schedule) and its predicted stop.
  */
 #ifndef PLANNERD_MIGRATION_H
 #define PLANNERD_MIGRATION_H
@@ -15,15 +11,16 @@
 #include "costmodel.h"
 
 struct migration {
-	double bytes;			/* model state moved */
+	double bytes;			/* model state moved over links */
 	double stop_s;			/* predicted training stop */
-	json_t *json;			/* {"tuples":[...], "bytes", "stop_s",
-					 *  "source"} */
+	json_t *json;			/* migrate_to_json(): docs/migrate.md */
 };
 
 /*
- * migration_estimate() - tuples and stop time to go from @old on @old_cl
- * to @new on @new_cl.  @mig is released with migration_fini().
+ * migration_estimate() - the migration from @old on @old_cl to @new on
+ * @new_cl.  Both plans are placed on one cluster holding the nodes of
+ * either (migrate_diff_costmodel() needs that).  @mig is released with
+ * migration_fini().
  */
 int migration_estimate(const struct costmodel *cm,
 		       const struct costmodel_cluster *old_cl,

@@ -265,9 +265,7 @@ int planner_replan(struct planner *planner, const json_t *old_request,
 			   "horizon_s", horizon_s,
 			   "old_samples_per_s", old_rate,
 			   "new_samples_per_s", new->predicted.samples_per_s,
-			   "migration", keep ? json_pack("{s:[], s:f, s:f}",
-							 "tuples", "bytes", 0.0,
-							 "stop_s", 0.0) :
+			   "migration", keep ? json_null() :
 			   json_incref(mig.json));
 	if (!answer)
 		rc = -ENOMEM;
