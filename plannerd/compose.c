@@ -1,11 +1,31 @@
 /* compose.c - site map and local hardware applied to a composition. */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <string.h>
 
 #include "ar.h"
 #include "compose.h"
+
+/*
+ * Host numbers longer than Slurm's (9 digits) are refused before the
+ * hostlist is expanded: ar_hostlist_expand() overflows on them (a range
+ * ending at ULONG_MAX never ends), and no request may make the daemon
+ * allocate without bound.
+ */
+static int compose_hosts_check(const char *hosts, size_t entry)
+{
+	size_t run = 0;
+
+	for (; *hosts; hosts++) {
+		run = isdigit((unsigned char)*hosts) ? run + 1 : 0;
+		if (run > 9)
+			return ar_seterr(-AR_EINVAL, "cluster node entry %zu: hosts: a host number longer than 9 digits",
+					 entry);
+	}
+	return 0;
+}
 
 /* The GPU profile every host of @hosts maps to, or NULL with the error. */
 static const char *compose_node_gpu(const struct conf *conf, char **hosts,
@@ -72,6 +92,9 @@ static int compose_entry(const struct conf *conf, const struct topo *topo,
 	if (!json_is_string(hosts))
 		return gpu ? 0 : ar_seterr(-AR_EINVAL, "cluster node entry %zu: no gpu and no hosts to map one from",
 					   entry);
+	rc = compose_hosts_check(json_string_value(hosts), entry);
+	if (rc < 0)
+		return rc;
 	rc = ar_hostlist_expand(json_string_value(hosts), &names, &n);
 	if (rc < 0)
 		return ar_seterr(rc, "cluster node entry %zu: hosts: %s", entry,

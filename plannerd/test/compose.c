@@ -109,6 +109,10 @@ static void test_map_errors(void **state)
 	normalize(NULL, "{\"nodes\":[{\"gpu\":\"h100\",\"hosts\":\"gpu[1-\"}]}",
 		  -AR_EINVAL);
 	assert_non_null(strstr(ar_errmsg(), "entry 1: hosts:"));
+	/* found by req-fuzz: an overflowing host number */
+	normalize(NULL, "{\"nodes\":[{\"hosts\":\"n[1,30000000000000000000001]\"}]}",
+		  -AR_EINVAL);
+	assert_non_null(strstr(ar_errmsg(), "longer than 9 digits"));
 	normalize(NULL, "{\"nodes\":[{\"count\":1}]}", -AR_EINVAL);
 	assert_non_null(strstr(ar_errmsg(), "no gpu and no hosts"));
 }
