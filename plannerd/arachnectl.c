@@ -100,8 +100,11 @@ static int ctl_write_all(int fd, const char *buf, size_t len)
 	return 0;
 }
 
-/* One answer line from @fd (without its newline); NULL on failure. */
-static char *ctl_read_line(int fd, double timeout_s)
+/*
+ * One answer line from @fd (without its newline); NULL on failure, said on
+ * stderr when @verbose.
+ */
+static char *ctl_read_line(int fd, double timeout_s, bool verbose)
 {
 	double deadline = ar_now() + timeout_s;
 	size_t len = 0, cap = 0;
@@ -115,8 +118,9 @@ static char *ctl_read_line(int fd, double timeout_s)
 		int rc;
 
 		if (left <= 0) {
-			fprintf(stderr, "arachnectl: no answer within %g s\n",
-				timeout_s);
+			if (verbose)
+				fprintf(stderr, "arachnectl: no answer within %g s\n",
+					timeout_s);
 			goto fail;
 		}
 		rc = poll(&pfd, 1, (int)(left * 1000) + 1);
@@ -135,9 +139,10 @@ static char *ctl_read_line(int fd, double timeout_s)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
-			fprintf(stderr, "arachnectl: plannerd closed the connection%s%s\n",
-				n < 0 ? ": " : " without an answer",
-				n < 0 ? strerror(errno) : "");
+			if (verbose)
+				fprintf(stderr, "arachnectl: plannerd closed the connection%s%s\n",
+					n < 0 ? ": " : " without an answer",
+					n < 0 ? strerror(errno) : "");
 			goto fail;
 		}
 		len += (size_t)n;
@@ -158,7 +163,7 @@ static int ctl_call(const struct ctl *ctl, json_t *request,
 {
 	char *line = json_dumps(request, JSON_COMPACT), *answer_text = NULL;
 	json_t *answer = NULL, *err;
-	int fd, status = EXIT_DAEMON;
+	int fd, rc, status = EXIT_DAEMON;
 
 	json_decref(request);
 	if (!line)
@@ -166,13 +171,17 @@ static int ctl_call(const struct ctl *ctl, json_t *request,
 	fd = ctl_connect(ctl);
 	if (fd < 0)
 		goto out;
-	if (ctl_write_all(fd, line, strlen(line)) < 0 ||
-	    ctl_write_all(fd, "\n", 1) < 0) {
+	/*
+	 * A daemon that refuses a client (busy) answers and closes at once,
+	 * maybe before the request is written: read its answer even then.
+	 */
+	rc = ctl_write_all(fd, line, strlen(line));
+	if (rc == 0)
+		rc = ctl_write_all(fd, "\n", 1);
+	answer_text = ctl_read_line(fd, ctl->timeout_s, rc == 0);
+	if (!answer_text && rc < 0)
 		fprintf(stderr, "arachnectl: sending to plannerd: %s\n",
-			strerror(errno));
-		goto out;
-	}
-	answer_text = ctl_read_line(fd, ctl->timeout_s);
+			strerror(-rc));
 	if (!answer_text)
 		goto out;
 	answer = json_loads(answer_text, 0, NULL);
@@ -313,7 +322,7 @@ static int ctl_raw(const struct ctl *ctl)
 			status = EXIT_DAEMON;
 			break;
 		}
-		answer = ctl_read_line(fd, ctl->timeout_s);
+		answer = ctl_read_line(fd, ctl->timeout_s, true);
 		if (!answer) {
 			status = EXIT_DAEMON;
 			break;

@@ -98,7 +98,7 @@ plannerd_start() {
 # No daemon outlives its test, whatever the outcome (sharness's own EXIT
 # trap is "die"; it still runs after the daemons are gone).
 PLANNERD_PIDS=
-trap 'for p in $PLANNERD_PIDS; do kill -9 "$p" 2>/dev/null; done; die' EXIT
+trap 'plannerd_rc=$?; for p in $PLANNERD_PIDS; do kill -9 "$p" 2>/dev/null; done; (exit $plannerd_rc); die' EXIT
 
 # plannerd_stop: SIGTERM, then wait for the exit status (0 expected).
 plannerd_stop() {
