@@ -1,6 +1,6 @@
 /*
  * loop.c - the I/O thread: one epoll set with the listening socket, the
- * signals (signalfd), the workers' eventfd and every client.
+ * signals (a self-pipe), the workers' eventfd and every client.
  *
  * A client sends one request per line and gets one answer per line, in
  * order: while a request is being answered the loop does not read more of
@@ -11,13 +11,13 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,6 +26,25 @@
 
 /* epoll data for the fds that are not clients */
 static char tag_listen, tag_signal, tag_wake;
+
+/*
+ * Signals arrive through a self-pipe.  A blocked mask and a signalfd would
+ * not do: libraries start threads before main() (OpenBLAS does, in its
+ * constructor) with every signal unblocked, and a SIGTERM delivered to one
+ * of those would kill the daemon on the spot instead of draining it.
+ */
+static int signal_pipe_w = -1;
+
+static void loop_signal_handler(int signo)
+{
+	int saved = errno;
+	unsigned char s = (unsigned char)signo;
+
+	if (write(signal_pipe_w, &s, 1) < 0) {
+		/* the pipe is full: a signal of each kind is already queued */
+	}
+	errno = saved;
+}
 
 /* True when @c holds a whole request not yet answered. */
 static bool conn_has_line(const struct conn *c)
@@ -426,13 +445,16 @@ static void loop_drain(struct daemon *d)
  */
 static void loop_signal(struct daemon *d, bool *reload, bool *stop)
 {
-	struct signalfd_siginfo si;
+	unsigned char sigs[64];
+	ssize_t n;
 
-	while (read(d->signal_fd, &si, sizeof(si)) == sizeof(si)) {
-		if (si.ssi_signo == SIGHUP)
-			*reload = true;
-		else
-			*stop = true;
+	while ((n = read(d->signal_fd, sigs, sizeof(sigs))) > 0) {
+		for (ssize_t i = 0; i < n; i++) {
+			if (sigs[i] == SIGHUP)
+				*reload = true;
+			else
+				*stop = true;
+		}
 	}
 }
 
@@ -463,21 +485,24 @@ static void loop_expire(struct daemon *d)
 int loop_init(struct daemon *d)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
-	sigset_t mask;
+	struct sigaction sa = { .sa_handler = loop_signal_handler,
+				.sa_flags = SA_RESTART };
+	int fds[2];
 
 	d->waiting.next = d->waiting.prev = &d->waiting;
 	d->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
 	if (d->epoll_fd < 0)
 		return ar_seterr(-errno, "epoll_create1: %s", strerror(errno));
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGHUP);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	d->signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	d->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (d->signal_fd < 0 || d->wake_fd < 0)
-		return ar_seterr(-errno, "signalfd/eventfd: %s",
-				 strerror(errno));
+	if (d->wake_fd < 0 || pipe2(fds, O_NONBLOCK | O_CLOEXEC) < 0)
+		return ar_seterr(-errno, "eventfd/pipe: %s", strerror(errno));
+	d->signal_fd = fds[0];
+	signal_pipe_w = fds[1];
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGHUP, &sa, NULL) < 0 ||
+	    sigaction(SIGTERM, &sa, NULL) < 0 ||
+	    sigaction(SIGINT, &sa, NULL) < 0)
+		return ar_seterr(-errno, "sigaction: %s", strerror(errno));
 	ev.data.ptr = &tag_listen;
 	if (epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, d->listen_fd, &ev) < 0)
 		return -errno;
@@ -551,8 +576,14 @@ void loop_fini(struct daemon *d)
 	}
 	if (d->wake_fd >= 0)
 		close(d->wake_fd);
-	if (d->signal_fd >= 0)
+	if (d->signal_fd >= 0) {
+		signal(SIGHUP, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGINT, SIG_DFL);
 		close(d->signal_fd);
+		close(signal_pipe_w);
+		signal_pipe_w = -1;
+	}
 	if (d->epoll_fd >= 0)
 		close(d->epoll_fd);
 	d->wake_fd = d->signal_fd = d->epoll_fd = -1;

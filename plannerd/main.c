@@ -154,17 +154,13 @@ static void daemon_detach_done(int fd, bool ok)
 		close(null);
 }
 
-/* Signals go to the loop's signalfd; every thread inherits this mask. */
-static void signals_block(void)
+/*
+ * A client that leaves mid-answer must cost an EPIPE, not the daemon.
+ * SIGHUP, SIGTERM and SIGINT get their handlers in loop_init().
+ */
+static void signals_init(void)
 {
-	sigset_t mask;
-
 	signal(SIGPIPE, SIG_IGN);
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGHUP);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	pthread_sigmask(SIG_BLOCK, &mask, NULL);
 }
 
 static void cache_seed_one(const char *job, const char *key,
@@ -217,7 +213,7 @@ int main(int argc, char **argv)
 		detached = true;
 		ar_log_open("plannerd", true, conf->log_level);
 	}
-	signals_block();
+	signals_init();
 
 	rc = store_open(conf->state_dir, &d.store);
 	if (rc < 0)
