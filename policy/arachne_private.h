@@ -217,6 +217,9 @@ void policy_net_backward(const struct policy_net *net, struct policy_work *w,
 			 const struct policy_decision *d, int n, float *grads);
 
 /* Adam step on net->params from net->grads; grads are left untouched. */
+/* Keep a threaded BLAS to one thread: our callers parallelize above it. */
+void policy_blas_single_thread(void);
+
 void policy_net_adam(struct policy_net *net, float lr, float beta1, float beta2,
 		     float eps, float weight_decay);
 
@@ -289,6 +292,15 @@ int policy_rng_below(struct policy_rng *r, int n);	/* [0, n) */
 float policy_rng_normal(struct policy_rng *r);
 
 /* ---------------------------------------------------------------------
+ * Parallel tasks (par.c): task i on thread i mod @threads (< 64), the
+ * caller's thread included, so results never depend on scheduling.
+ * ------------------------------------------------------------------- */
+
+typedef void (*policy_task_f)(void *ctx, int thread, int task);
+
+void policy_parallel(policy_task_f fn, void *ctx, int n, int threads);
+
+/* ---------------------------------------------------------------------
  * Environment: one composition seen by the policy (env.c).
  * ------------------------------------------------------------------- */
 
@@ -327,11 +339,16 @@ double policy_env_stage_capacity(const struct policy_env *env, int slot, int k,
  * Construction (construct.c): Algorithm 1 on one composition.
  * ------------------------------------------------------------------- */
 
-/* A template under construction: the tentative single-replica packing. */
+/*
+ * A template under construction.  The masks track one replica of the
+ * chosen stages against per-type histograms of free GPUs a node (the
+ * pool's free_hist), which is all that node packing depends on.
+ */
 struct policy_partial {
 	struct costmodel_shape shape;	/* stages chosen so far in shape.depth */
 	int target_depth;
-	struct costmodel_pool tentative; /* pool minus one replica of the chosen stages */
+	int hist[POLICY_SLOTS][COSTMODEL_MAX_NODE_GPUS + 1];	/* nodes by free GPUs */
+	int free[POLICY_SLOTS];
 	int claimed[POLICY_SLOTS];
 	double held;			/* layers the chosen stages can hold */
 };
@@ -340,9 +357,11 @@ struct policy_episode {
 	const struct policy_env *env;
 	struct costmodel_pool pool;
 	struct costmodel_plan *plan;
+	struct costmodel_plan *best;	/* best plan seen (a prefix may win) */
 	int step;
 	double throughput;		/* samples/s of the plan so far */
 	struct policy_partial part;
+	bool relax_memory;		/* the memory estimate refused every depth */
 	long plans_priced;
 };
 
@@ -379,19 +398,19 @@ struct policy_rollout_opts {
 
 /* One rollout's outcome and, when recorded, its decisions. */
 struct policy_trace {
-	struct policy_decision *dec;
+	struct policy_decision *dec;	/* [ndec], owned */
+	uint8_t *dec_step;		/* [ndec] step of each decision */
 	int ndec;
 	int cap;
-	int step_of_dec_cap;
-	uint8_t *dec_step;		/* [ndec] step of each decision */
 	int decisions_in_step[POLICY_MAX_STEPS];
 	int nsteps;
-	float rewards[POLICY_MAX_STEPS];	/* normalized throughput deltas */
+	float rewards[POLICY_MAX_STEPS];	/* throughput deltas / reference */
 	float ret;			/* sum of rewards */
-	double throughput;		/* samples/s of the final plan */
+	double throughput;		/* samples/s of the best prefix plan */
 	int first_depth;
-	struct costmodel_shape shapes[POLICY_MAX_STEPS];
+	struct costmodel_shape shapes[POLICY_MAX_STEPS];	/* templates placed, in order */
 	int nshapes;
+	int best_nshapes;		/* templates of the best prefix */
 };
 
 void policy_trace_fini(struct policy_trace *tr);
@@ -416,9 +435,13 @@ int policy_rollout(struct policy_episode *ep, const struct policy_net *net,
 int policy_arachne_plan(const struct policy_request *req,
 			struct costmodel_plan **planp);
 
-/* Default weights path for @model under @profiles_dir ("qwen3-64b" -> qwen3-32b). */
-int policy_default_path(const char *profiles_dir, const char *model, char *buf,
-			size_t len);
+/*
+ * policy_default_path() - the shipped weights for @cm's model:
+ * profiles/policies/<model>.safetensors, else the model it borrows from
+ * (qwen3-64b -> qwen3-32b), else one of its kind (dense or MoE).
+ * -AR_ENOTFOUND when none exists.
+ */
+int policy_default_path(const struct costmodel *cm, char *buf, size_t len);
 
 /*
  * Re-fill a plan from a list of shapes in order; the throughput of the
@@ -429,7 +452,11 @@ int policy_shapes_evaluate(const struct costmodel *cm,
 			   const struct costmodel_cluster *cl,
 			   const struct costmodel_shape *shapes, int n,
 			   struct costmodel_plan **planp, double *thr,
-			   long *priced);
+			   struct costmodel_pool *pool_out);
+
+/* Load the weights for @req (its path or the shipped default) into @net. */
+int policy_net_load_for(struct policy_net *net, const struct costmodel *cm,
+			const char *path);
 
 struct policy_train_opts {
 	const char *model;
@@ -445,6 +472,9 @@ struct policy_train_opts {
 	bool quiet;
 	long checkpoint_every;		/* 0: none */
 	const char *init;		/* start from these weights; NULL: random */
+	/* tests: train on these compositions instead of generated ones */
+	const struct costmodel_cluster *const *fixed;
+	int nfixed;
 };
 
 struct policy_train_result {

@@ -595,3 +595,14 @@ void policy_log_softmax(const float *logits, uint32_t mask, int ncand,
 	for (int c = 0; c < ncand; c++)
 		logp[c] = (mask & (1u << c)) ? logits[c] - lse : -INFINITY;
 }
+
+void policy_blas_single_thread(void)
+{
+	/*
+	 * The products here are small and our callers run one rollout or one
+	 * composition per thread; OpenBLAS threads below that only contend.
+	 */
+#ifdef OPENBLAS_VERSION
+	openblas_set_num_threads(1);
+#endif
+}
