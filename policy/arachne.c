@@ -454,7 +454,7 @@ static int online_cpus(void)
 	return n > 0 ? (int)n : 1;
 }
 
-int policy_arachne_plan(const struct policy_request *req,
+int planner_arachne(const struct policy_request *req,
 			struct costmodel_plan **planp)
 {
 	double t0 = ar_now();

@@ -432,7 +432,7 @@ int policy_rollout(struct policy_episode *ep, const struct policy_net *net,
  * ------------------------------------------------------------------- */
 
 /* The planner "arachne": what policy_plan() calls. */
-int policy_arachne_plan(const struct policy_request *req,
+int planner_arachne(const struct policy_request *req,
 			struct costmodel_plan **planp);
 
 /*
