@@ -212,20 +212,13 @@ static void improve_task(void *p, int thread, int i)
 	c->priced_by[thread] += x->n;	/* thread < 64 */
 }
 
-static int largest_node(const struct policy_env *env, int type)
-{
-	int best = 0;
-
-	for (size_t i = 0; i < env->cl->nnodes; i++)
-		if (env->cl->nodes[i].gpu == type && env->cl->nodes[i].gpus > best)
-			best = env->cl->nodes[i].gpus;
-	return best;
-}
-
+/* Can a stage of GPU type @type run at TP @tp in this cluster at all? */
 static bool tp_usable(const struct policy_env *env, int type, int tp)
 {
-	return tp <= largest_node(env, type) &&
-	       costmodel_stage_speed(env->cm, type, tp) > 0.0;
+	int slot = env->type_slot[type], k = __builtin_ctz(tp);
+
+	return slot >= 0 && k < POLICY_NUM_TP && tp <= env->largest_node[slot] &&
+	       env->speed[slot][k] > 0.0;
 }
 
 static struct cand *nb_push(struct improve_ctx *c, const struct cand *base)

@@ -316,6 +316,8 @@ struct policy_env {
 	int type_nodes[POLICY_SLOTS];
 	int blocks;			/* layers a pipeline must hold */
 	double capacity[POLICY_SLOTS][POLICY_NUM_TP];	/* layers one stage can hold at depth 1 */
+	double speed[POLICY_SLOTS][POLICY_NUM_TP];	/* costmodel_stage_speed(), cached */
+	int largest_node[POLICY_SLOTS];	/* GPUs of the type's largest node */
 	double reference;		/* optimistic samples/s: reward scale */
 	float type_static[POLICY_SLOTS][POLICY_TYPE_FEATURES];
 	float comp[POLICY_COMP_FEATURES];

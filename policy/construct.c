@@ -76,8 +76,7 @@ static int hist_total(const struct hist *hs, int nslots)
 
 static bool tp_profiled(const struct policy_env *env, int slot, int k)
 {
-	return costmodel_stage_speed(env->cm, env->slot_type[slot],
-				     policy_tp_of(k)) > 0.0;
+	return env->speed[slot][k] > 0.0;
 }
 
 static double stage_capacity(const struct policy_episode *ep, int slot, int k,

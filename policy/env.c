@@ -150,8 +150,7 @@ static void env_static_features(struct policy_env *env)
 
 	for (int s = 0; s < env->nslots; s++)
 		for (int k = 0; k < POLICY_NUM_TP; k++) {
-			double v = costmodel_stage_speed(cm, env->slot_type[s],
-							 policy_tp_of(k));
+			double v = env->speed[s][k];
 
 			best_stage = fmax(best_stage, v);
 			best_gpu = fmax(best_gpu, v / policy_tp_of(k));
@@ -174,7 +173,7 @@ static void env_static_features(struct policy_env *env)
 		f[PT_MEMORY] = (float)(g->memory_gib / 100.0);
 		for (int k = 0; k < POLICY_NUM_TP; k++) {
 			int tp = policy_tp_of(k);
-			double v = costmodel_stage_speed(cm, gpu, tp);
+			double v = env->speed[s][k];
 			double bytes = block_bytes(cm, gpu, tp, 0, 1);
 			double cap = policy_env_stage_capacity(env, s, k, 0, 1);
 
@@ -224,6 +223,7 @@ int policy_env_init(struct policy_env *env, const struct costmodel *cm,
 	struct slot_key keys[COSTMODEL_MAX_GPU_TYPES];
 	int gpus[COSTMODEL_MAX_GPU_TYPES] = { 0 };
 	int nodes[COSTMODEL_MAX_GPU_TYPES] = { 0 };
+	int largest[COSTMODEL_MAX_GPU_TYPES] = { 0 };
 	int ntypes = costmodel_num_gpus(cm), n = 0;
 
 	memset(env, 0, sizeof(*env));
@@ -237,6 +237,8 @@ int policy_env_init(struct policy_env *env, const struct costmodel *cm,
 					 i);
 		gpus[t] += cl->nodes[i].gpus;
 		nodes[t]++;
+		if (cl->nodes[i].gpus > largest[t])
+			largest[t] = cl->nodes[i].gpus;
 		env->gpus += cl->nodes[i].gpus;
 		if (cl->nodes[i].gpus > env->max_tp)
 			env->max_tp = cl->nodes[i].gpus;
@@ -264,6 +266,10 @@ int policy_env_init(struct policy_env *env, const struct costmodel *cm,
 		env->type_slot[keys[s].type] = s;
 		env->type_gpus[s] = gpus[keys[s].type];
 		env->type_nodes[s] = nodes[keys[s].type];
+		env->largest_node[s] = largest[keys[s].type];
+		for (int k = 0; k < POLICY_NUM_TP; k++)
+			env->speed[s][k] = costmodel_stage_speed(cm, keys[s].type,
+								 policy_tp_of(k));
 	}
 	env->blocks = env_blocks(cm, env->slot_type[0]);
 	env_static_features(env);
