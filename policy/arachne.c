@@ -236,7 +236,8 @@ static int uniform_depth(const struct policy_env *env, int slot, int k)
 		double held = 0.0;
 
 		for (int j = 0; j < d; j++)
-			held += floor(policy_env_stage_capacity(env, slot, k, j, d));
+			held += floor(policy_env_stage_capacity(env, slot, k, j, d,
+								 env->type_gpus[slot]));
 		if (held >= env->blocks)
 			return d;
 	}

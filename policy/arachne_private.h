@@ -333,9 +333,12 @@ static inline int policy_tp_of(int k)
 	return 1 << k;
 }
 
-/* Layers a stage of (@slot, TP index @k) can hold when it is stage @stage of @depth. */
+/*
+ * Layers a stage of (@slot, TP index @k) can hold when it is stage @stage
+ * of @depth and its type has @free GPUs left (MoE experts tile over them).
+ */
 double policy_env_stage_capacity(const struct policy_env *env, int slot, int k,
-				 int stage, int depth);
+				 int stage, int depth, int free);
 
 /* ---------------------------------------------------------------------
  * Construction (construct.c): Algorithm 1 on one composition.
@@ -365,6 +368,9 @@ struct policy_episode {
 	struct policy_partial part;
 	bool relax_memory;		/* the memory estimate refused every depth */
 	long plans_priced;
+	/* scratch for the exact check of an MoE template's last stage */
+	struct costmodel_pool *trial_pool;
+	struct costmodel_plan *trial_plan;
 };
 
 int policy_episode_init(struct policy_episode *ep, const struct policy_env *env);

@@ -84,7 +84,8 @@ static double stage_capacity(const struct policy_episode *ep, int slot, int k,
 {
 	if (ep->relax_memory)
 		return (double)ep->env->blocks;	/* the fill decides */
-	return policy_env_stage_capacity(ep->env, slot, k, stage, depth);
+	return policy_env_stage_capacity(ep->env, slot, k, stage, depth,
+					 ep->pool.free_by_type[ep->env->slot_type[slot]]);
 }
 
 /*
@@ -155,7 +156,7 @@ static void hist_from_partial(const struct policy_episode *ep, struct hist *hs)
 static uint32_t depth_mask_compute(const struct policy_episode *ep)
 {
 	const struct policy_env *env = ep->env;
-	int layers = costmodel_num_layers(env->cm);
+	int layers = costmodel_model(env->cm)->blocks;	/* a stage holds a block at least */
 	uint32_t mask = ep->step > 0 ? 1u : 0u;	/* STOP once a template stands */
 	struct hist hs;
 
@@ -169,6 +170,25 @@ static uint32_t depth_mask_compute(const struct policy_episode *ep)
 uint32_t policy_mask_depth(const struct policy_episode *ep)
 {
 	return depth_mask_compute(ep);
+}
+
+/*
+ * The experts of an MoE stage tile over the replicas the fill settles on,
+ * which no estimate knows before the template is whole.  At its last
+ * stage the template is whole: ask the fill itself, on scratch copies.
+ */
+static bool last_stage_fits(const struct policy_episode *ep, int slot, int tp)
+{
+	struct costmodel_shape shape = ep->part.shape;
+
+	shape.gpu[shape.depth] = ep->env->slot_type[slot];
+	shape.tp[shape.depth] = tp;
+	shape.depth++;
+	if (costmodel_pool_copy(ep->trial_pool, &ep->pool) < 0 ||
+	    costmodel_plan_copy(ep->trial_plan, ep->plan) < 0)
+		return true;	/* out of memory here: let the fill decide */
+	return costmodel_fill_add(ep->env->cm, ep->env->cl, ep->trial_pool,
+				  ep->trial_plan, &shape, NULL) == 0;
 }
 
 uint32_t policy_mask_tp(const struct policy_episode *ep, int slot)
@@ -196,6 +216,9 @@ uint32_t policy_mask_tp(const struct policy_episode *ep, int slot)
 			continue;
 		if (!rest_feasible(ep, after, j + 1, d,
 				   env->blocks - p->held - floor(cap)))
+			continue;
+		if (j == d - 1 && costmodel_model(env->cm)->experts > 0 &&
+		    !ep->relax_memory && !last_stage_fits(ep, slot, tp))
 			continue;
 		mask |= 1u << k;
 	}
@@ -317,7 +340,9 @@ int policy_episode_init(struct policy_episode *ep, const struct policy_env *env)
 		return rc;
 	ep->plan = costmodel_plan_create(env->cm);
 	ep->best = costmodel_plan_create(env->cm);
-	if (!ep->plan || !ep->best) {
+	ep->trial_plan = costmodel_plan_create(env->cm);
+	ep->trial_pool = calloc(1, sizeof(*ep->trial_pool));
+	if (!ep->plan || !ep->best || !ep->trial_plan || !ep->trial_pool) {
 		policy_episode_fini(ep);
 		return -ENOMEM;
 	}
@@ -331,6 +356,10 @@ void policy_episode_fini(struct policy_episode *ep)
 	costmodel_pool_fini(&ep->pool);
 	costmodel_plan_free(ep->plan);
 	costmodel_plan_free(ep->best);
+	costmodel_plan_free(ep->trial_plan);
+	if (ep->trial_pool)
+		costmodel_pool_fini(ep->trial_pool);
+	free(ep->trial_pool);
 	memset(ep, 0, sizeof(*ep));
 }
 
@@ -484,6 +513,7 @@ int policy_rollout(struct policy_episode *ep, const struct policy_net *net,
 		uint32_t mask, forced = 0;
 		int depth, ndec_step = 0;
 		double before = ep->throughput;
+		bool dead_end;
 
 		mask = policy_mask_depth(ep);
 		if (ep->step == 0 && mask == 0) {
@@ -516,18 +546,22 @@ int policy_rollout(struct policy_episode *ep, const struct policy_net *net,
 			tr->first_depth = depth;
 
 		policy_partial_begin(ep, depth);
-		for (int j = 0; j < depth; j++) {
+		dead_end = false;
+		for (int j = 0; j < depth && !dead_end; j++) {
+			uint32_t gmask = policy_mask_device(ep);
 			int slot, k;
 
+			if (!gmask) {
+				/* only an MoE last stage can get here: see last_stage_fits() */
+				dead_end = true;
+				break;
+			}
 			d = opts->record ? trace_push(tr, ep->step) : &scratch;
 			if (!d)
 				return -ENOMEM;
 			memset(d, 0, offsetof(struct policy_decision, x));
 			d->head = POLICY_HEAD_DEVICE;
-			d->mask = policy_mask_device(ep);
-			if (!d->mask)
-				return ar_seterr(-AR_EINVAL,
-						 "construction reached a stage with no GPU type allowed");
+			d->mask = gmask;
 			policy_state_build(ep, POLICY_HEAD_DEVICE, 0, d->x);
 			slot = decide(net, w, rng, d, opts->draw, opts->temperature,
 				      opts->uniform_devices ? d->mask : 0);
@@ -546,9 +580,13 @@ int policy_rollout(struct policy_episode *ep, const struct policy_net *net,
 			policy_partial_push(ep, slot, k);
 		}
 
-		rc = costmodel_fill_add(env->cm, env->cl, &ep->pool, ep->plan,
-					&ep->part.shape, NULL);
-		ep->plans_priced++;
+		if (dead_end) {
+			rc = -AR_EINFEASIBLE;
+		} else {
+			rc = costmodel_fill_add(env->cm, env->cl, &ep->pool, ep->plan,
+						&ep->part.shape, NULL);
+			ep->plans_priced++;
+		}
 		tr->decisions_in_step[ep->step] = ndec_step;
 		tr->nsteps = ep->step + 1;
 		if (rc == -AR_EINFEASIBLE || rc == -AR_ENOPROFILE) {

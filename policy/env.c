@@ -107,17 +107,24 @@ static double block_bytes(const struct costmodel *cm, int gpu, int tp,
 }
 
 double policy_env_stage_capacity(const struct policy_env *env, int slot, int k,
-				 int stage, int depth)
+				 int stage, int depth, int free)
 {
 	int gpu = env->slot_type[slot], tp = policy_tp_of(k);
 	const struct costmodel_gpu *g = costmodel_gpu(env->cm, gpu);
 	/*
-	 * Experts can tile over every GPU of the type at most, so that bound
-	 * keeps the mask from refusing an MoE stage the fill could place.
+	 * Routed experts tile over EP x ETP <= TP x replicas GPUs.  The
+	 * replicas are not known before the template is; assume every stage
+	 * of the pipeline takes this type at this TP, which never overstates
+	 * them, so the estimate errs towards refusing.
 	 */
-	int ep_max = env->type_gpus[slot] / tp;
+	int experts = costmodel_model(env->cm)->experts;
+	int ep_max = free / (tp * (depth > 0 ? depth : 1));
 	double per, usable;
 
+	if (ep_max > experts)
+		ep_max = experts;
+	while (ep_max & (ep_max - 1))
+		ep_max &= ep_max - 1;	/* EP divides the experts: a power of two */
 	per = block_bytes(env->cm, gpu, tp, depth - stage, ep_max > 1 ? ep_max : 1);
 	if (per <= 0)
 		return 0.0;
@@ -175,7 +182,8 @@ static void env_static_features(struct policy_env *env)
 			int tp = policy_tp_of(k);
 			double v = env->speed[s][k];
 			double bytes = block_bytes(cm, gpu, tp, 0, 1);
-			double cap = policy_env_stage_capacity(env, s, k, 0, 1);
+			double cap = policy_env_stage_capacity(env, s, k, 0, 1,
+								 env->type_gpus[s]);
 
 			f[PT_ALPHA + k] = (float)(v / best_stage);
 			f[PT_PHI + k] = (float)(v / tp / best_gpu);
