@@ -28,9 +28,17 @@
 #include "ar.h"
 #include "arachne_private.h"
 
-#define ROLLOUTS		16	/* constructions: 1 greedy + 15 sampled */
+#define ROLLOUTS		32	/* constructions: 1 greedy + 31 sampled */
+#define STARTS			2	/* distinct rollout plans improved */
 #define MAX_TEMPLATES		(POLICY_MAX_STEPS + 4)
 #define IMPROVE_ROUNDS		24	/* local-improvement rounds at most */
+/*
+ * Work of the local improvement, in templates filled times nodes of the
+ * cluster (a fill's cost grows with both): about half a second on one
+ * core of the development machine whatever the cluster, and a count, so
+ * the same seed still gives the same plan.
+ */
+#define IMPROVE_WORK		400000.0
 #define LAYER_ROUNDS		64	/* layer moves at most */
 #define MAX_NEIGHBOURS		2048
 
@@ -400,7 +408,7 @@ out:
 }
 
 static int improve(const struct policy_env *env, struct cand *cur, int threads,
-		   long *priced, double deadline)
+		   double max_work, long *priced, double deadline)
 {
 	struct improve_ctx c = { .env = env };
 	int rc = 0;
@@ -408,10 +416,12 @@ static int improve(const struct policy_env *env, struct cand *cur, int threads,
 	c.nb = malloc(MAX_NEIGHBOURS * sizeof(*c.nb));
 	if (!c.nb)
 		return -ENOMEM;
+	double work = 0.0, nodes = (double)env->cl->nnodes + 1.0;
+
 	for (int round = 0; round < IMPROVE_ROUNDS && ar_now() < deadline; round++) {
 		struct costmodel_pool left;
 		double thr;
-		int best = -1;
+		int best = -1, fit = 0;
 
 		rc = policy_shapes_evaluate(env->cm, env->cl, cur->t, cur->n, NULL,
 					    &thr, &left);
@@ -421,6 +431,14 @@ static int improve(const struct policy_env *env, struct cand *cur, int threads,
 		cur->thr = thr;
 		neighbours(&c, cur, &left);
 		costmodel_pool_fini(&left);
+		/* keep the neighbours the remaining work allows, in their order */
+		while (fit < c.count && work + c.nb[fit].n * nodes <= max_work) {
+			work += c.nb[fit].n * nodes;
+			fit++;
+		}
+		c.count = fit;
+		if (c.count == 0)
+			break;
 		memset(c.priced_by, 0, sizeof(c.priced_by));
 		policy_parallel(improve_task, &c, c.count, threads);
 		for (int t = 0; t < 64; t++)
@@ -461,7 +479,7 @@ int planner_arachne(const struct policy_request *req,
 	struct costmodel_plan *plan = NULL;
 	struct cand *best = NULL;
 	long priced = 0;
-	int rc, winner = -1;
+	int rc, winner = -1;	/* the best rollout, for the error path */
 
 	*planp = NULL;
 	rc = policy_net_load_for(&net, req->cm, req->policy_path);
@@ -501,13 +519,45 @@ int planner_arachne(const struct policy_request *req,
 			       costmodel_model(req->cm)->name);
 		goto out;
 	}
-	best->n = rc_ctx->trace[winner].best_nshapes;
-	memcpy(best->t, rc_ctx->trace[winner].shapes, best->n * sizeof(best->t[0]));
-	best->thr = rc_ctx->trace[winner].throughput;
+	/*
+	 * Improve the best few distinct plans the rollouts built, each with
+	 * the same work: a second start often climbs past the first.
+	 */
+	for (int s = 0, used[ROLLOUTS] = { 0 }; s < STARTS; s++) {
+		struct cand start = { 0 };
+		int pick = -1;
 
-	rc = improve(&env, best, threads, &priced, deadline);
-	if (rc < 0)
-		goto out;
+		for (int k = 0; k < ROLLOUTS; k++) {
+			const struct policy_trace *t = &rc_ctx->trace[k];
+			bool seen = false;
+
+			if (rc_ctx->rc[k] < 0 || used[k] || t->throughput <= 0.0)
+				continue;
+			for (int q = 0; q < ROLLOUTS && !seen; q++)
+				seen = used[q] && rc_ctx->trace[q].best_nshapes == t->best_nshapes &&
+				       memcmp(rc_ctx->trace[q].shapes, t->shapes,
+					      t->best_nshapes * sizeof(t->shapes[0])) == 0;
+			if (seen) {
+				used[k] = 1;
+				continue;
+			}
+			if (pick < 0 || t->throughput > rc_ctx->trace[pick].throughput)
+				pick = k;
+		}
+		if (pick < 0)
+			break;
+		used[pick] = 1;
+		start.n = rc_ctx->trace[pick].best_nshapes;
+		memcpy(start.t, rc_ctx->trace[pick].shapes, start.n * sizeof(start.t[0]));
+		start.thr = rc_ctx->trace[pick].throughput;
+		rc = improve(&env, &start, threads, IMPROVE_WORK, &priced,
+			     deadline);
+		if (rc < 0)
+			goto out;
+		if (s == 0 || start.thr > best->thr)
+			*best = start;
+	}
+
 	rc = policy_shapes_evaluate(req->cm, req->cl, best->t, best->n, &plan,
 				    &best->thr, NULL);
 	if (rc < 0)
