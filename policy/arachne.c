@@ -5,8 +5,10 @@
  *    rest sampled from the policy, each with its own generator seeded from
  *    (seed, k); the cost model keeps the best plan any of them built.
  * 2. Beyond the paper: a bounded local improvement of that plan's
- *    templates.  Each round prices, in parallel, every neighbour (a stage
- *    with another TP degree or GPU type, a stage removed or doubled, a
+ *    templates.  Each round prices, in parallel, every neighbour (a
+ *    template or one stage with another TP degree or GPU type, a stage
+ *    removed, doubled, merged with its twin or split in two, a stage of
+ *    any type added first or last, a
  *    template dropped or moved first, a template of the leftover GPUs
  *    added) and moves to the best one while it gains.  A final pass moves
  *    single layers across stage boundaries of the priced plan.
@@ -262,6 +264,46 @@ static void neighbours(struct improve_ctx *c, const struct cand *cur,
 	for (int t = 0; t < cur->n; t++) {
 		const struct costmodel_shape *sh = &cur->t[t];
 
+		/*
+		 * Whole-template moves first: one stage alone at another TP
+		 * degree rarely frees a replica's worth of GPUs, all of them
+		 * together can.
+		 */
+		for (int k = 0; k < POLICY_NUM_TP; k++) {
+			int tp = policy_tp_of(k), changed = 0;
+
+			if (!(x = nb_push(c, cur)))
+				return;
+			for (int s = 0; s < sh->depth; s++)
+				if (sh->tp[s] != tp && tp_usable(env, sh->gpu[s], tp)) {
+					x->t[t].tp[s] = tp;
+					changed++;
+				}
+			if (changed < 2)
+				c->count--;	/* no move, or a single-stage one below */
+		}
+		for (int q = 0; q < env->nslots; q++) {
+			int g = env->slot_type[q], changed = 0;
+
+			if (!(x = nb_push(c, cur)))
+				return;
+			for (int s = 0; s < sh->depth; s++) {
+				int tp = sh->tp[s];
+
+				if (sh->gpu[s] == g)
+					continue;
+				while (tp > 1 && !tp_usable(env, g, tp))
+					tp /= 2;
+				if (!tp_usable(env, g, tp))
+					continue;
+				x->t[t].gpu[s] = g;
+				x->t[t].tp[s] = tp;
+				changed++;
+			}
+			if (changed < 2)
+				c->count--;
+		}
+
 		for (int s = 0; s < sh->depth; s++) {
 			/* another TP degree */
 			for (int k = 0; k < POLICY_NUM_TP; k++) {
@@ -288,6 +330,31 @@ static void neighbours(struct improve_ctx *c, const struct cand *cur,
 				x->t[t].gpu[s] = g;
 				x->t[t].tp[s] = tp;
 			}
+			/* merge with the next stage of the same type, TPs added */
+			if (s + 1 < sh->depth && sh->gpu[s] == sh->gpu[s + 1] &&
+			    sh->tp[s] == sh->tp[s + 1] &&
+			    tp_usable(env, sh->gpu[s], 2 * sh->tp[s])) {
+				if (!(x = nb_push(c, cur)))
+					return;
+				x->t[t].tp[s] *= 2;
+				memmove(&x->t[t].gpu[s + 1], &x->t[t].gpu[s + 2],
+					(sh->depth - s - 2) * sizeof(int));
+				memmove(&x->t[t].tp[s + 1], &x->t[t].tp[s + 2],
+					(sh->depth - s - 2) * sizeof(int));
+				x->t[t].depth--;
+			}
+			/* split into two stages at half the TP */
+			if (sh->tp[s] > 1 && sh->depth < POLICY_DMAX) {
+				if (!(x = nb_push(c, cur)))
+					return;
+				memmove(&x->t[t].gpu[s + 1], &x->t[t].gpu[s],
+					(sh->depth - s) * sizeof(int));
+				memmove(&x->t[t].tp[s + 1], &x->t[t].tp[s],
+					(sh->depth - s) * sizeof(int));
+				x->t[t].tp[s] /= 2;
+				x->t[t].tp[s + 1] /= 2;
+				x->t[t].depth++;
+			}
 			/* one stage fewer */
 			if (sh->depth > 1) {
 				if (!(x = nb_push(c, cur)))
@@ -307,6 +374,32 @@ static void neighbours(struct improve_ctx *c, const struct cand *cur,
 				memmove(&x->t[t].tp[s + 1], &x->t[t].tp[s],
 					(sh->depth - s) * sizeof(int));
 				x->t[t].depth++;
+			}
+		}
+		/* a stage of any type put in front or at the end: mixes types */
+		if (sh->depth < POLICY_DMAX) {
+			for (int q = 0; q < env->nslots; q++) {
+				for (int k = 0; k < POLICY_NUM_TP; k++) {
+					int g = env->slot_type[q], tp = policy_tp_of(k);
+
+					if (!tp_usable(env, g, tp))
+						continue;
+					for (int end = 0; end < 2; end++) {
+						struct costmodel_shape *y;
+						int at = end ? sh->depth : 0;
+
+						if (!(x = nb_push(c, cur)))
+							return;
+						y = &x->t[t];
+						memmove(&y->gpu[at + 1], &y->gpu[at],
+							(sh->depth - at) * sizeof(int));
+						memmove(&y->tp[at + 1], &y->tp[at],
+							(sh->depth - at) * sizeof(int));
+						y->gpu[at] = g;
+						y->tp[at] = tp;
+						y->depth++;
+					}
+				}
 			}
 		}
 		/* drop a straggling template */
