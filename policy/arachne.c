@@ -31,16 +31,17 @@
 #include "arachne_private.h"
 
 #define ROLLOUTS		32	/* constructions: 1 greedy + 31 sampled */
-#define STARTS			2	/* distinct rollout plans improved */
+#define STARTS			2	/* distinct rollout plans improved, at most */
 #define MAX_TEMPLATES		(POLICY_MAX_STEPS + 4)
 #define IMPROVE_ROUNDS		24	/* local-improvement rounds at most */
 /*
  * Work of the local improvement, in templates filled times nodes of the
- * cluster (a fill's cost grows with both): about half a second on one
- * core of the development machine whatever the cluster, and a count, so
+ * cluster (a fill's cost grows with both): about a second of CPU on
+ * the development machine whatever the cluster, and a count, so
  * the same seed still gives the same plan.
  */
-#define IMPROVE_WORK		400000.0
+#define IMPROVE_WORK		800000.0	/* per start */
+#define IMPROVE_WORK_TOTAL	1200000.0	/* all starts */
 #define LAYER_ROUNDS		64	/* layer moves at most */
 #define MAX_NEIGHBOURS		2048
 
@@ -501,7 +502,7 @@ out:
 }
 
 static int improve(const struct policy_env *env, struct cand *cur, int threads,
-		   double max_work, long *priced, double deadline)
+		   double max_work, double *spent, long *priced, double deadline)
 {
 	struct improve_ctx c = { .env = env };
 	int rc = 0;
@@ -545,6 +546,7 @@ static int improve(const struct policy_env *env, struct cand *cur, int threads,
 		*cur = c.nb[best];
 	}
 	free(c.nb);
+	*spent += work;
 	return rc;
 }
 
@@ -572,6 +574,7 @@ int planner_arachne(const struct policy_request *req,
 	struct costmodel_plan *plan = NULL;
 	struct cand *best = NULL;
 	long priced = 0;
+	double spent = 0.0;	/* local-improvement work so far */
 	int rc, winner = -1;	/* the best rollout, for the error path */
 
 	*planp = NULL;
@@ -614,9 +617,10 @@ int planner_arachne(const struct policy_request *req,
 	}
 	/*
 	 * Improve the best few distinct plans the rollouts built, each with
-	 * the same work: a second start often climbs past the first.
+	 * a bounded share of the work: another start often climbs past the
+	 * first, and on a small cluster they all fit.
 	 */
-	for (int s = 0, used[ROLLOUTS] = { 0 }; s < STARTS; s++) {
+	for (int s = 0, used[ROLLOUTS] = { 0 }; s < STARTS && spent < IMPROVE_WORK_TOTAL; s++) {
 		struct cand start = { 0 };
 		int pick = -1;
 
@@ -643,8 +647,9 @@ int planner_arachne(const struct policy_request *req,
 		start.n = rc_ctx->trace[pick].best_nshapes;
 		memcpy(start.t, rc_ctx->trace[pick].shapes, start.n * sizeof(start.t[0]));
 		start.thr = rc_ctx->trace[pick].throughput;
-		rc = improve(&env, &start, threads, IMPROVE_WORK, &priced,
-			     deadline);
+		rc = improve(&env, &start, threads,
+			     fmin(IMPROVE_WORK, IMPROVE_WORK_TOTAL - spent), &spent,
+			     &priced, deadline);
 		if (rc < 0)
 			goto out;
 		if (s == 0 || start.thr > best->thr)
