@@ -35,13 +35,14 @@
 #define MAX_TEMPLATES		(POLICY_MAX_STEPS + 4)
 #define IMPROVE_ROUNDS		24	/* local-improvement rounds at most */
 /*
- * Work of the local improvement, in templates filled times nodes of the
- * cluster (a fill's cost grows with both): about a second of CPU on
- * the development machine whatever the cluster, and a count, so
- * the same seed still gives the same plan.
+ * Work of the local improvement, counted per template filled as the
+ * cluster's nodes plus the template's stages times the model's layers
+ * (packing walks the nodes, the layer split the stages and layers):
+ * about a second of CPU on the development machine whatever the cluster
+ * and model, and a count, so the same seed still gives the same plan.
  */
-#define IMPROVE_WORK		800000.0	/* per start */
-#define IMPROVE_WORK_TOTAL	1200000.0	/* all starts */
+#define IMPROVE_WORK		1600000.0	/* per start */
+#define IMPROVE_WORK_TOTAL	2400000.0	/* all starts */
 #define LAYER_ROUNDS		64	/* layer moves at most */
 #define MAX_NEIGHBOURS		2048
 
@@ -501,6 +502,16 @@ out:
 	return 0;
 }
 
+/* What filling @x costs, in the units of IMPROVE_WORK. */
+static double cand_work(const struct policy_env *env, const struct cand *x)
+{
+	double layers = costmodel_num_layers(env->cm), w = 0.0;
+
+	for (int t = 0; t < x->n; t++)
+		w += (double)env->cl->nnodes + x->t[t].depth * layers;
+	return w;
+}
+
 static int improve(const struct policy_env *env, struct cand *cur, int threads,
 		   double max_work, double *spent, long *priced, double deadline)
 {
@@ -510,7 +521,7 @@ static int improve(const struct policy_env *env, struct cand *cur, int threads,
 	c.nb = malloc(MAX_NEIGHBOURS * sizeof(*c.nb));
 	if (!c.nb)
 		return -ENOMEM;
-	double work = 0.0, nodes = (double)env->cl->nnodes + 1.0;
+	double work = 0.0;
 
 	for (int round = 0; round < IMPROVE_ROUNDS && ar_now() < deadline; round++) {
 		struct costmodel_pool left;
@@ -526,8 +537,8 @@ static int improve(const struct policy_env *env, struct cand *cur, int threads,
 		neighbours(&c, cur, &left);
 		costmodel_pool_fini(&left);
 		/* keep the neighbours the remaining work allows, in their order */
-		while (fit < c.count && work + c.nb[fit].n * nodes <= max_work) {
-			work += c.nb[fit].n * nodes;
+		while (fit < c.count && work + cand_work(env, &c.nb[fit]) <= max_work) {
+			work += cand_work(env, &c.nb[fit]);
 			fit++;
 		}
 		c.count = fit;
