@@ -298,6 +298,72 @@ static int stage_tilings(const struct costmodel *cm, int gpu, int tp, int W,
 }
 
 /*
+ * Take blocks of one kind from @first to at most @last into a stage whose
+ * time and memory so far are *@t and *@m, within @T and the stage's
+ * memory; returns the last block taken (@first - 1 for none).
+ */
+static int take_blocks(const struct stage_rates *sr, enum costmodel_layer_type type,
+		       int first, int last, double T, double *t, double *m)
+{
+	double dt = sr->time[type], dm = sr->mem[type];
+	long n = last - first + 1;
+
+	if (n <= 0)
+		return first - 1;
+	/* floor() of the room left, guarding against rounding at the edge. */
+	if (dt > 0)
+		n = fmin(n, floor((T - *t) / dt * (1 + 1e-12)));
+	if (dm > 0)
+		n = fmin(n, floor((sr->cap - *m) / dm));
+	if (n <= 0)
+		return first - 1;
+	*t += n * dt;
+	*m += n * dm;
+	return first + (int)n - 1;
+}
+
+/*
+ * The furthest layer a stage starting at @a can reach within @T and its
+ * memory, not past @limit: layer kinds lie in runs (embedding, dense
+ * blocks, MoE blocks, head), so each run is one division.
+ */
+static int stage_reach(const struct costmodel *cm, const struct stage_rates *sr,
+		       int a, int limit, double T)
+{
+	int L = cm->nlayers, last_dense, e;
+	double t = sr->fixed_s, m = 0;
+
+	last_dense = cm->model.experts > 0 ? cm->model.dense_layers : L - 2;
+	if (a == 0) {
+		t += sr->time[COSTMODEL_LAYER_EMBED];
+		m += sr->mem[COSTMODEL_LAYER_EMBED];
+		if (t > T || m > sr->cap)
+			return -1;
+		a = 1;
+	}
+	e = a - 1;
+	if (a <= last_dense) {
+		e = take_blocks(sr, COSTMODEL_LAYER_BLOCK, a,
+				limit < last_dense ? limit : last_dense, T, &t, &m);
+		if (e < (limit < last_dense ? limit : last_dense))
+			return e;
+	}
+	if (e < L - 2 && e < limit) {
+		int to = limit < L - 2 ? limit : L - 2;
+		int got = take_blocks(sr, COSTMODEL_LAYER_ATTN, e + 1, to, T, &t, &m);
+
+		if (got < to)
+			return got;
+		e = got;
+	}
+	if (limit == L - 1 && e == L - 2 &&
+	    t + sr->time[COSTMODEL_LAYER_HEAD] <= T &&
+	    m + sr->mem[COSTMODEL_LAYER_HEAD] <= sr->cap)
+		e = L - 1;
+	return e;
+}
+
+/*
  * Greedy feasibility of stage time @T: each stage in turn takes as many
  * layers as fit under T and its memory, keeping at least one block for
  * itself and for every later stage; the split exists iff the last stage
@@ -311,19 +377,11 @@ static bool split_fits(const struct costmodel *cm, const struct stage_rates *sr,
 	for (int s = 0; s < d; s++) {
 		int limit = s == d - 1 ? L - 1 : (L - 2) - (d - 1 - s);
 		int min_end = s == d - 1 ? L - 1 : (s == 0 ? 1 : a);
-		double t = sr[s].fixed_s, m = 0;
-		int e = -1;
+		int e;
 
-		for (int l = a; l <= limit; l++) {
-			enum costmodel_layer_type type = cm_layer_type(cm, l);
-			double nt = t + sr[s].time[type], nm = m + sr[s].mem[type];
-
-			if (nt > T || nm > sr[s].cap)
-				break;
-			t = nt;
-			m = nm;
-			e = l;
-		}
+		if (a > limit)
+			return false;
+		e = stage_reach(cm, &sr[s], a, limit, T);
 		if (e < min_end)
 			return false;
 		if (last)
@@ -452,7 +510,8 @@ static int template_fill(const struct costmodel *cm,
 		if (!split_fits(cm, sr, d, hi, NULL))
 			return ar_seterr(-AR_EINFEASIBLE, "the layers do not fit the memory of %d stages",
 					 d);
-		for (int it = 0; it < 50 && hi - lo > 1e-9 * hi; it++) {
+		/* To 0.01 % of the stage time: finer changes no split. */
+		for (int it = 0; it < 60 && hi - lo > 1e-4 * hi; it++) {
 			double mid = 0.5 * (lo + hi);
 
 			if (split_fits(cm, sr, d, mid, NULL))

@@ -1,0 +1,433 @@
+/*
+ * json.c - the migration as JSON (docs/migrate.md): plannerd's replan
+ * answer and the file `arachne-migrate --migration` reads.  Shards and
+ * tuples are arrays of integers to keep 512-GPU migrations small.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define AR_INTERNAL
+#include "migrate_private.h"
+
+#define MIGRATE_JSON_VERSION	1
+
+static json_t *shards_to_json(const struct migrate_shard *sh, int n)
+{
+	json_t *a = json_array();
+
+	for (int i = 0; a && i < n; i++) {
+		if (json_array_append_new(a, json_pack("[i,i,I,I]",
+				sh[i].layer, sh[i].tensor,
+				(json_int_t)sh[i].lo, (json_int_t)sh[i].hi))) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+json_t *migrate_to_json(const struct migrate *m)
+{
+	const struct migrate_stats *st = &m->stats;
+	json_t *root, *nodes, *layers, *ranks, *tuples;
+
+	root = json_pack("{s:i}", "arachne_migration", MIGRATE_JSON_VERSION);
+	nodes = json_array();
+	layers = json_array();
+	ranks = json_array();
+	tuples = json_array();
+	if (!root || !nodes || !layers || !ranks || !tuples)
+		goto err;
+	json_object_set_new(root, "nodes", nodes);
+	json_object_set_new(root, "layers", layers);
+	json_object_set_new(root, "ranks", ranks);
+	json_object_set_new(root, "tuples", tuples);
+
+	for (int n = 0; n < m->topo->nnodes; n++) {
+		const struct migrate_node *nd = &m->topo->nodes[n];
+
+		if (json_array_append_new(nodes, json_pack(
+				"{s:s,s:i,s:f,s:f}", "name", nd->name,
+				"gpus", nd->gpus, "intra_GBps", nd->intra_GBps,
+				"nic_GBps", nd->nic_GBps)))
+			goto err;
+	}
+	for (int l = 0; l < m->layout->nlayers; l++) {
+		const struct migrate_layer *ly = &m->layout->layers[l];
+		json_t *b = json_array();
+
+		for (int t = 0; b && t < MIGRATE_NUM_TENSORS; t++)
+			if (json_array_append_new(b,
+					json_integer((json_int_t)ly->bytes[t])))
+				goto err;
+		if (json_array_append_new(layers, json_pack("{s:o,s:i}",
+				"bytes", b, "experts", ly->experts)))
+			goto err;
+	}
+	for (int r = 0; r < m->nranks; r++) {
+		const struct migrate_rank *rk = &m->ranks[r];
+
+		if (json_array_append_new(ranks, json_pack(
+				"{s:i,s:i,s:i,s:i,s:o,s:o}", "node", rk->node,
+				"gpu", rk->gpu, "old_pipe", rk->old_pipe,
+				"new_pipe", rk->new_pipe,
+				"old", shards_to_json(m->old_shards[r], m->n_old[r]),
+				"new", shards_to_json(m->new_shards[r], m->n_new[r]))))
+			goto err;
+	}
+	for (long i = 0; i < m->ntuples; i++) {
+		const struct migrate_tuple *t = &m->tuples[i];
+
+		if (json_array_append_new(tuples, json_pack("[i,i,I,I,i,i,i]",
+				t->layer, t->tensor, (json_int_t)t->lo,
+				(json_int_t)t->hi, t->from, t->to, t->round)))
+			goto err;
+	}
+	if (json_object_set_new(root, "predicted", json_pack(
+			"{s:I,s:I,s:I,s:I,s:i,s:f,s:f,s:f,s:f}",
+			"bytes_moved", (json_int_t)st->bytes_moved,
+			"bytes_min", (json_int_t)st->bytes_min,
+			"bytes_local", (json_int_t)st->bytes_local,
+			"transfers", (json_int_t)st->ntuples,
+			"rounds", st->nrounds, "stage1_s", st->stage1_s,
+			"stage2_s", st->stage2_s, "time_s", st->time_s,
+			"lower_bound_s", st->lower_bound_s)))
+		goto err;
+	return root;
+
+err:
+	json_decref(root);
+	errno = ENOMEM;
+	return NULL;
+}
+
+/* A non-negative integer member @key of @obj, or -AR_EINVAL naming it. */
+static int get_int(const json_t *obj, const char *key, const char *what,
+		   json_int_t min, json_int_t *out)
+{
+	const json_t *v = json_object_get(obj, key);
+
+	if (!json_is_integer(v) || json_integer_value(v) < min)
+		return ar_seterr(-AR_EINVAL,
+				 "migration: %s: \"%s\" must be an integer >= %lld",
+				 what, key, (long long)min);
+	*out = json_integer_value(v);
+	return 0;
+}
+
+static int get_num(const json_t *obj, const char *key, const char *what,
+		   double *out)
+{
+	const json_t *v = json_object_get(obj, key);
+
+	if (!json_is_number(v) || json_number_value(v) <= 0.0)
+		return ar_seterr(-AR_EINVAL,
+				 "migration: %s: \"%s\" must be a positive number",
+				 what, key);
+	*out = json_number_value(v);
+	return 0;
+}
+
+/* An array of @n integers, each >= 0. */
+static int get_ints(const json_t *a, size_t n, json_int_t *out,
+		    const char *what)
+{
+	if (!json_is_array(a) || json_array_size(a) != n)
+		return ar_seterr(-AR_EINVAL,
+				 "migration: %s must be an array of %zu integers",
+				 what, n);
+	for (size_t i = 0; i < n; i++) {
+		const json_t *v = json_array_get(a, i);
+
+		if (!json_is_integer(v) || json_integer_value(v) < 0)
+			return ar_seterr(-AR_EINVAL,
+					 "migration: %s: element %zu must be an integer >= 0",
+					 what, i);
+		out[i] = json_integer_value(v);
+	}
+	return 0;
+}
+
+static int shards_from_json(const struct migrate *m, const json_t *a,
+			    const char *what, struct migrate_shard **shp,
+			    int *np)
+{
+	struct migrate_shard *sh;
+	size_t n = json_array_size(a);
+	char where[96];
+	int rc;
+
+	if (!json_is_array(a))
+		return ar_seterr(-AR_EINVAL, "migration: %s must be an array",
+				 what);
+	sh = calloc(n + 1, sizeof(*sh));
+	if (!sh)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		json_int_t v[4];
+		const struct migrate_layer *ly;
+
+		snprintf(where, sizeof(where), "%s shard %zu", what, i);
+		rc = get_ints(json_array_get(a, i), 4, v, where);
+		if (rc < 0)
+			goto err;
+		if (v[0] >= m->layout->nlayers || v[1] >= MIGRATE_NUM_TENSORS) {
+			rc = ar_seterr(-AR_EINVAL,
+				       "migration: %s names layer %lld tensor %lld that the layout lacks",
+				       where, (long long)v[0], (long long)v[1]);
+			goto err;
+		}
+		ly = &m->layout->layers[v[0]];
+		if (v[2] >= v[3] || (uint64_t)v[3] > ly->bytes[v[1]]) {
+			rc = ar_seterr(-AR_EINVAL,
+				       "migration: %s has range [%lld, %lld) outside the tensor's %llu bytes",
+				       where, (long long)v[2], (long long)v[3],
+				       (unsigned long long)ly->bytes[v[1]]);
+			goto err;
+		}
+		sh[i] = (struct migrate_shard){
+			.layer = (int32_t)v[0], .tensor = (int32_t)v[1],
+			.lo = (uint64_t)v[2], .hi = (uint64_t)v[3],
+		};
+	}
+	migrate_shards_place(sh, (int)n);
+	*shp = sh;
+	*np = (int)n;
+	return 0;
+err:
+	free(sh);
+	return rc;
+}
+
+static const char *const root_keys[] = {
+	"arachne_migration", "nodes", "layers", "ranks", "tuples",
+	"predicted", NULL
+};
+static const char *const node_keys[] = {
+	"name", "gpus", "intra_GBps", "nic_GBps", NULL
+};
+static const char *const rank_keys[] = {
+	"node", "gpu", "old_pipe", "new_pipe", "old", "new", NULL
+};
+
+static int topo_layout_from_json(struct migrate *m, const json_t *root)
+{
+	const json_t *nodes = json_object_get(root, "nodes");
+	const json_t *layers = json_object_get(root, "layers");
+	char what[64];
+	int rc;
+
+	if (!json_is_array(nodes) || !json_array_size(nodes) ||
+	    !json_is_array(layers) || !json_array_size(layers))
+		return ar_seterr(-AR_EINVAL,
+				 "migration: \"nodes\" and \"layers\" must be non-empty arrays");
+	m->topo = migrate_topo_create((int)json_array_size(nodes));
+	m->layout = migrate_layout_create((int)json_array_size(layers));
+	if (!m->topo || !m->layout)
+		return -ENOMEM;
+
+	for (int n = 0; n < m->topo->nnodes; n++) {
+		const json_t *o = json_array_get(nodes, n);
+		struct migrate_node *nd = &m->topo->nodes[n];
+		const char *name;
+		json_int_t gpus;
+
+		snprintf(what, sizeof(what), "node %d", n);
+		rc = ar_json_check_keys(o, node_keys, what);
+		if (rc < 0)
+			return rc;
+		name = json_string_value(json_object_get(o, "name"));
+		if (!name || !*name || strlen(name) >= sizeof(nd->name) ||
+		    strchr(name, '/'))
+			return ar_seterr(-AR_EINVAL,
+					 "migration: %s: \"name\" must be a hostname",
+					 what);
+		snprintf(nd->name, sizeof(nd->name), "%s", name);
+		rc = get_int(o, "gpus", what, 1, &gpus);
+		if (!rc)
+			rc = get_num(o, "intra_GBps", what, &nd->intra_GBps);
+		if (!rc)
+			rc = get_num(o, "nic_GBps", what, &nd->nic_GBps);
+		if (rc < 0)
+			return rc;
+		nd->gpus = (int)gpus;
+	}
+	for (int l = 0; l < m->layout->nlayers; l++) {
+		const json_t *o = json_array_get(layers, l);
+		json_int_t b[MIGRATE_NUM_TENSORS], experts;
+
+		snprintf(what, sizeof(what), "layer %d", l);
+		rc = get_ints(json_object_get(o, "bytes"), MIGRATE_NUM_TENSORS,
+			      b, what);
+		if (!rc)
+			rc = get_int(o, "experts", what, 0, &experts);
+		if (rc < 0)
+			return rc;
+		for (int t = 0; t < MIGRATE_NUM_TENSORS; t++)
+			m->layout->layers[l].bytes[t] = (uint64_t)b[t];
+		m->layout->layers[l].experts = (int)experts;
+	}
+	return 0;
+}
+
+int migrate_from_json(const json_t *root, struct migrate **mp)
+{
+	const json_t *ranks, *tuples;
+	struct migrate *m;
+	char what[64];
+	json_int_t v;
+	int rc;
+
+	*mp = NULL;
+	if (!json_is_object(root))
+		return ar_seterr(-AR_EINVAL, "migration: not a JSON object");
+	rc = ar_json_check_keys(root, root_keys, "migration");
+	if (rc < 0)
+		return rc;
+	if (get_int(root, "arachne_migration", "migration", 1, &v) < 0 ||
+	    v != MIGRATE_JSON_VERSION)
+		return ar_seterr(-AR_EINVAL,
+				 "migration: \"arachne_migration\" must be %d",
+				 MIGRATE_JSON_VERSION);
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	rc = topo_layout_from_json(m, root);
+	if (rc < 0)
+		goto err;
+
+	ranks = json_object_get(root, "ranks");
+	if (!json_is_array(ranks)) {
+		rc = ar_seterr(-AR_EINVAL, "migration: \"ranks\" must be an array");
+		goto err;
+	}
+	m->nranks = (int)json_array_size(ranks);
+	m->ranks = calloc(m->nranks + 1, sizeof(*m->ranks));
+	m->old_shards = calloc(m->nranks + 1, sizeof(*m->old_shards));
+	m->new_shards = calloc(m->nranks + 1, sizeof(*m->new_shards));
+	m->n_old = calloc(m->nranks + 1, sizeof(*m->n_old));
+	m->n_new = calloc(m->nranks + 1, sizeof(*m->n_new));
+	if (!m->ranks || !m->old_shards || !m->new_shards || !m->n_old ||
+	    !m->n_new) {
+		rc = -ENOMEM;
+		goto err;
+	}
+	for (int r = 0; r < m->nranks; r++) {
+		const json_t *o = json_array_get(ranks, r);
+		struct migrate_rank *rk = &m->ranks[r];
+		json_int_t node, gpu, op, np;
+
+		snprintf(what, sizeof(what), "rank %d", r);
+		rc = ar_json_check_keys(o, rank_keys, what);
+		if (!rc)
+			rc = get_int(o, "node", what, 0, &node);
+		if (!rc)
+			rc = get_int(o, "gpu", what, 0, &gpu);
+		if (!rc)
+			rc = get_int(o, "old_pipe", what, -1, &op);
+		if (!rc)
+			rc = get_int(o, "new_pipe", what, -1, &np);
+		if (rc < 0)
+			goto err;
+		if (node >= m->topo->nnodes ||
+		    gpu >= m->topo->nodes[node].gpus) {
+			rc = ar_seterr(-AR_EINVAL,
+				       "migration: %s is on GPU %lld of node %lld, which does not exist",
+				       what, (long long)gpu, (long long)node);
+			goto err;
+		}
+		*rk = (struct migrate_rank){
+			.node = (int)node, .gpu = (int)gpu,
+			.old_pipe = (int)op, .new_pipe = (int)np,
+		};
+		if (r && (rk[-1].node > rk->node ||
+			  (rk[-1].node == rk->node && rk[-1].gpu >= rk->gpu))) {
+			rc = ar_seterr(-AR_EINVAL,
+				       "migration: ranks must be sorted by (node, gpu) and unique (%s)",
+				       what);
+			goto err;
+		}
+		snprintf(what, sizeof(what), "rank %d \"old\"", r);
+		rc = shards_from_json(m, json_object_get(o, "old"), what,
+				      &m->old_shards[r], &m->n_old[r]);
+		if (rc < 0)
+			goto err;
+		snprintf(what, sizeof(what), "rank %d \"new\"", r);
+		rc = shards_from_json(m, json_object_get(o, "new"), what,
+				      &m->new_shards[r], &m->n_new[r]);
+		if (rc < 0)
+			goto err;
+	}
+
+	tuples = json_object_get(root, "tuples");
+	if (!json_is_array(tuples)) {
+		rc = ar_seterr(-AR_EINVAL, "migration: \"tuples\" must be an array");
+		goto err;
+	}
+	m->ntuples = (long)json_array_size(tuples);
+	m->tuples = calloc(m->ntuples + 1, sizeof(*m->tuples));
+	if (!m->tuples) {
+		rc = -ENOMEM;
+		goto err;
+	}
+	for (long i = 0; i < m->ntuples; i++) {
+		struct migrate_tuple *t = &m->tuples[i];
+		const struct migrate_shard *s;
+		json_int_t x[7];
+
+		snprintf(what, sizeof(what), "tuple %ld", i);
+		rc = get_ints(json_array_get(tuples, i), 7, x, what);
+		if (rc < 0)
+			goto err;
+		if (x[4] >= m->nranks || x[5] >= m->nranks ||
+		    x[1] >= MIGRATE_NUM_TENSORS) {
+			rc = ar_seterr(-AR_EINVAL,
+				       "migration: %s names a rank or tensor that does not exist",
+				       what);
+			goto err;
+		}
+		*t = (struct migrate_tuple){
+			.layer = (int32_t)x[0], .tensor = (int32_t)x[1],
+			.lo = (uint64_t)x[2], .hi = (uint64_t)x[3],
+			.from = (int32_t)x[4], .to = (int32_t)x[5],
+			.round = (int32_t)x[6],
+		};
+		s = migrate_shard_find(m->old_shards[t->from],
+				       m->n_old[t->from], t->layer, t->tensor,
+				       t->lo, t->hi);
+		if (s)
+			t->src_offset = s->offset + (t->lo - s->lo);
+		s = migrate_shard_find(m->new_shards[t->to], m->n_new[t->to],
+				       t->layer, t->tensor, t->lo, t->hi);
+		if (s)
+			t->dst_offset = s->offset + (t->lo - s->lo);
+		if (t->round > m->stats.nrounds)
+			m->stats.nrounds = t->round;
+	}
+	/* The file may come from anywhere: hold it to every invariant. */
+	rc = migrate_check(m);
+	if (rc < 0) {
+		char msg[512];
+
+		snprintf(msg, sizeof(msg), "%s", ar_errmsg());
+		rc = ar_seterr(rc, "migration: %s", msg);
+		goto err;
+	}
+	migrate_predict(m);
+	/* Every new byte has one source, so the bytes moved are the minimum. */
+	m->stats.bytes_min = m->stats.bytes_moved;
+	for (long i = 0; i < m->ntuples; i++) {
+		const struct migrate_tuple *t = &m->tuples[i];
+
+		if (t->from == t->to)
+			m->stats.bytes_local += t->hi - t->lo;
+	}
+	*mp = m;
+	return 0;
+err:
+	migrate_free(m);
+	return rc;
+}

@@ -1,0 +1,671 @@
+/*
+ * schedule.c - the two-stage schedule of §5.6, its predicted time, and the
+ * invariant check.
+ *
+ * Stage 1 (round 0) holds the copies inside one GPU and the transfers
+ * whose two GPUs share a pipeline (old or new): each pipeline's ranks post
+ * them all at once, so pipelines proceed in parallel.  Stage 2 holds the
+ * cross-pipeline transfers, cut into chunks of about one round's length
+ * and packed greedily into rounds in which every GPU sends to at most one
+ * peer and receives from at most one: both ends of an exchange know its
+ * peer and size from the tuple list alone, so no pair can wait on the
+ * other out of order.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define AR_INTERNAL
+#include "migrate_private.h"
+
+/* Rounds stage 2 aims for, and the shortest round worth synchronizing. */
+#define TARGET_ROUNDS		32
+#define MIN_ROUND_S		1e-3
+#define DEFAULT_MIN_CHUNK	(1ull << 20)
+/* Fixed cost of one step (posting, matching, completion), per step. */
+#define STEP_LATENCY_S		50e-6
+
+int migrate_tuple_cmp(const void *a, const void *b)
+{
+	const struct migrate_tuple *x = a, *y = b;
+
+	if (x->round != y->round)
+		return x->round < y->round ? -1 : 1;
+	if (x->from != y->from)
+		return x->from < y->from ? -1 : 1;
+	if (x->to != y->to)
+		return x->to < y->to ? -1 : 1;
+	if (x->layer != y->layer)
+		return x->layer < y->layer ? -1 : 1;
+	if (x->tensor != y->tensor)
+		return x->tensor < y->tensor ? -1 : 1;
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+static bool same_pipeline(const struct migrate *m, int a, int b)
+{
+	const struct migrate_rank *x = &m->ranks[a], *y = &m->ranks[b];
+
+	return (x->old_pipe >= 0 && x->old_pipe == y->old_pipe) ||
+	       (x->new_pipe >= 0 && x->new_pipe == y->new_pipe);
+}
+
+/* Per-direction loads (seconds) of every link resource in one step. */
+struct step_load {
+	double *gpu_out, *gpu_in;	/* intra-node ports [nranks] */
+	double *nic_out, *nic_in;	/* [nnodes] */
+};
+
+static int step_load_init(struct step_load *sl, const struct migrate *m)
+{
+	sl->gpu_out = calloc(m->nranks + 1, sizeof(double));
+	sl->gpu_in = calloc(m->nranks + 1, sizeof(double));
+	sl->nic_out = calloc(m->topo->nnodes, sizeof(double));
+	sl->nic_in = calloc(m->topo->nnodes, sizeof(double));
+	if (!sl->gpu_out || !sl->gpu_in || !sl->nic_out || !sl->nic_in)
+		return -ENOMEM;
+	return 0;
+}
+
+static void step_load_fini(struct step_load *sl)
+{
+	free(sl->gpu_out);
+	free(sl->gpu_in);
+	free(sl->nic_out);
+	free(sl->nic_in);
+}
+
+static void step_load_clear(struct step_load *sl, const struct migrate *m)
+{
+	memset(sl->gpu_out, 0, m->nranks * sizeof(double));
+	memset(sl->gpu_in, 0, m->nranks * sizeof(double));
+	memset(sl->nic_out, 0, m->topo->nnodes * sizeof(double));
+	memset(sl->nic_in, 0, m->topo->nnodes * sizeof(double));
+}
+
+static void step_load_add(struct step_load *sl, const struct migrate *m,
+			  const struct migrate_tuple *t)
+{
+	double bytes = (double)(t->hi - t->lo);
+	int nf = m->ranks[t->from].node, nt = m->ranks[t->to].node;
+
+	switch (migrate_link_of(m, t->from, t->to)) {
+	case MIGRATE_LINK_LOCAL:
+		break;
+	case MIGRATE_LINK_INTRA:
+		sl->gpu_out[t->from] +=
+			bytes / (m->topo->nodes[nf].intra_GBps * 1e9);
+		sl->gpu_in[t->to] +=
+			bytes / (m->topo->nodes[nt].intra_GBps * 1e9);
+		break;
+	case MIGRATE_LINK_NET:
+		sl->nic_out[nf] += bytes / (m->topo->nodes[nf].nic_GBps * 1e9);
+		sl->nic_in[nt] += bytes / (m->topo->nodes[nt].nic_GBps * 1e9);
+		break;
+	}
+}
+
+static double step_load_max(const struct step_load *sl,
+			    const struct migrate *m)
+{
+	double worst = 0.0;
+
+	for (int r = 0; r < m->nranks; r++) {
+		if (sl->gpu_out[r] > worst)
+			worst = sl->gpu_out[r];
+		if (sl->gpu_in[r] > worst)
+			worst = sl->gpu_in[r];
+	}
+	for (int n = 0; n < m->topo->nnodes; n++) {
+		if (sl->nic_out[n] > worst)
+			worst = sl->nic_out[n];
+		if (sl->nic_in[n] > worst)
+			worst = sl->nic_in[n];
+	}
+	return worst;
+}
+
+void migrate_predict(struct migrate *m)
+{
+	struct migrate_stats *st = &m->stats;
+	struct step_load all = { 0 }, step = { 0 };
+	int round = -1;
+
+	st->bytes_moved = 0;
+	st->ntuples = 0;
+	st->stage1_s = st->stage2_s = st->lower_bound_s = 0.0;
+	if (step_load_init(&all, m) < 0 || step_load_init(&step, m) < 0)
+		goto out;
+
+	for (long i = 0; i <= m->ntuples; i++) {
+		const struct migrate_tuple *t = i < m->ntuples ?
+						&m->tuples[i] : NULL;
+
+		if (!t || t->round != round) {
+			double busiest = step_load_max(&step, m);
+
+			if (round == 0)
+				st->stage1_s = busiest > 0 ?
+					       busiest + STEP_LATENCY_S : 0.0;
+			else if (round > 0)
+				st->stage2_s += busiest + STEP_LATENCY_S;
+			step_load_clear(&step, m);
+			if (!t)
+				break;
+			round = t->round;
+		}
+		if (t->from == t->to)
+			continue;
+		st->bytes_moved += t->hi - t->lo;
+		st->ntuples++;
+		step_load_add(&step, m, t);
+		step_load_add(&all, m, t);
+	}
+	st->lower_bound_s = step_load_max(&all, m);
+	st->time_s = st->stage1_s + st->stage2_s;
+out:
+	step_load_fini(&all);
+	step_load_fini(&step);
+}
+
+/*
+ * A stage-2 chunk: about one round's worth of the bytes one sender owes
+ * one receiver, made of pieces of one or more tuples.  Bundling the small
+ * tuples of a pair (one expert, one layer's gradients...) keeps rounds of
+ * even length, which is what keeps the schedule near its bound.
+ */
+struct chunk {
+	int from, to;
+	double time;			/* on its per-GPU link share */
+	int round;
+};
+
+/* A piece of a tuple that travels in chunk @chunk. */
+struct piece {
+	long tuple;
+	uint64_t lo, hi;
+	long chunk;
+};
+
+/*
+ * Per-GPU share of a link for chunk sizing: a node's NIC serves all its
+ * GPUs, so a network chunk is sized for its share of the slower NIC.
+ */
+static double chunk_Bps(const struct migrate *m, int from, int to)
+{
+	const struct migrate_node *nf = &m->topo->nodes[m->ranks[from].node];
+	const struct migrate_node *nt = &m->topo->nodes[m->ranks[to].node];
+	double a, b;
+
+	if (migrate_link_of(m, from, to) == MIGRATE_LINK_INTRA)
+		return nf->intra_GBps * 1e9;
+	a = nf->nic_GBps * 1e9 / (nf->gpus > 0 ? nf->gpus : 1);
+	b = nt->nic_GBps * 1e9 / (nt->gpus > 0 ? nt->gpus : 1);
+	return a < b ? a : b;
+}
+
+/*
+ * Greedy rounds, busiest first: each round serves the receivers in order
+ * of their remaining load, and each takes, among its chunks whose sender
+ * is still free this round, the one whose sender has the most left (list
+ * scheduling of an open shop, which stays close to the busiest GPU's
+ * load).  On return every chunk has its round, 1 and up, in place.
+ */
+static int pack_rounds(struct migrate *m, struct chunk *cs, long nc,
+		       int *nroundsp)
+{
+	double *rem_out = calloc(m->nranks + 1, sizeof(double));
+	double *rem_in = calloc(m->nranks + 1, sizeof(double));
+	char *busy_out = calloc(m->nranks + 1, 1);
+	long *start = calloc(m->nranks + 2, sizeof(long));
+	long *left = calloc(m->nranks + 1, sizeof(long));
+	struct chunk **byrecv = malloc((nc + 1) * sizeof(*byrecv));
+	int *order = malloc((m->nranks + 1) * sizeof(int));
+	size_t nranks = m->nranks > 0 ? (size_t)m->nranks : 0;
+	long done = 0;
+	int round = 0, rc = 0;
+
+	if (!rem_out || !rem_in || !busy_out || !start || !left || !byrecv ||
+	    !order) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (long i = 0; i < nc; i++) {
+		rem_out[cs[i].from] += cs[i].time;
+		rem_in[cs[i].to] += cs[i].time;
+		start[cs[i].to + 1]++;
+	}
+	for (int r = 0; r < m->nranks; r++)
+		start[r + 1] += start[r];
+	for (long i = 0; i < nc; i++) {
+		int to = cs[i].to;
+
+		byrecv[start[to] + left[to]++] = &cs[i];
+	}
+
+	while (done < nc) {
+		int norder = 0;
+
+		round++;
+		for (int r = 0; r < m->nranks; r++)
+			if (left[r])
+				order[norder++] = r;
+		/* Insertion sort by remaining receive load (few receivers). */
+		for (int i = 1; i < norder; i++) {
+			int r = order[i], j = i;
+
+			while (j > 0 && rem_in[order[j - 1]] < rem_in[r]) {
+				order[j] = order[j - 1];
+				j--;
+			}
+			order[j] = r;
+		}
+		memset(busy_out, 0, nranks);
+		for (int i = 0; i < norder; i++) {
+			int r = order[i];
+			struct chunk **mine = &byrecv[start[r]];
+			long pick = -1;
+
+			for (long j = 0; j < left[r]; j++) {
+				const struct chunk *c = mine[j], *b;
+
+				if (busy_out[c->from])
+					continue;
+				if (pick < 0) {
+					pick = j;
+					continue;
+				}
+				/* Whole chunks first, partial ones last. */
+				b = mine[pick];
+				if (c->time > b->time * (1 + 1e-9) ||
+				    (c->time >= b->time * (1 - 1e-9) &&
+				     rem_out[c->from] > rem_out[b->from]))
+					pick = j;
+			}
+			if (pick < 0)
+				continue;
+			struct chunk *c = mine[pick];
+			int from = c->from;
+
+			busy_out[from] = 1;
+			rem_out[from] -= c->time;
+			rem_in[r] -= c->time;
+			c->round = round;
+			mine[pick] = mine[--left[r]];
+			done++;
+		}
+	}
+	*nroundsp = round;
+out:
+	free(rem_out);
+	free(rem_in);
+	free(busy_out);
+	free(start);
+	free(left);
+	free(byrecv);
+	free(order);
+	return rc;
+}
+
+/*
+ * Stable counting sort of @m's tuples by @key (the sender, or the round),
+ * in O(n): migrate_diff() emits tuples receiver by receiver in shard
+ * order, so sorting that by sender gives (from, to, layer, tensor, lo),
+ * and sorting the result by round gives the list's order.
+ */
+static int tuples_sort_by(struct migrate *m, bool by_round, int nkeys)
+{
+	struct migrate_tuple *out;
+	long *pos = calloc(nkeys + 1, sizeof(long));
+
+	out = malloc((m->ntuples + 1) * sizeof(*out));
+	if (!pos || !out) {
+		free(pos);
+		free(out);
+		return -ENOMEM;
+	}
+	for (long i = 0; i < m->ntuples; i++)
+		pos[(by_round ? m->tuples[i].round : m->tuples[i].from) + 1]++;
+	for (int k = 0; k < nkeys; k++)
+		pos[k + 1] += pos[k];
+	for (long i = 0; i < m->ntuples; i++)
+		out[pos[by_round ? m->tuples[i].round :
+			m->tuples[i].from]++] = m->tuples[i];
+	free(m->tuples);
+	m->tuples = out;
+	free(pos);
+	return 0;
+}
+
+static int grow(void **v, long *cap, long need, size_t size)
+{
+	long c;
+	void *nv;
+
+	if (need <= *cap)
+		return 0;
+	c = *cap ? 2 * *cap : 1024;
+	while (c < need)
+		c *= 2;
+	nv = realloc(*v, c * size);
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	*cap = c;
+	return 0;
+}
+
+/*
+ * Cuts the stage-2 tuples of each (sender, receiver) pair, in list order,
+ * into chunks of @round_s on the pair's link share (at least @min_chunk).
+ */
+static int make_chunks(struct migrate *m, double round_s, uint64_t min_chunk,
+		       struct chunk **csp, long *ncp, struct piece **psp,
+		       long *npp)
+{
+	struct chunk *cs = NULL;
+	struct piece *ps = NULL;
+	long nc = 0, ccap = 0, np = 0, pcap = 0;
+
+	for (long i = 0; i < m->ntuples;) {
+		const struct migrate_tuple *t = &m->tuples[i];
+		int from = t->from, to = t->to;
+		uint64_t size, room = 0;
+		double bps;
+		long j = i;
+
+		while (j < m->ntuples && m->tuples[j].from == from &&
+		       m->tuples[j].to == to)
+			j++;
+		if (from == to || same_pipeline(m, from, to)) {
+			i = j;
+			continue;
+		}
+		bps = chunk_Bps(m, from, to);
+		size = (uint64_t)(round_s * bps);
+		if (size < min_chunk)
+			size = min_chunk;
+		for (; i < j; i++) {
+			t = &m->tuples[i];
+			for (uint64_t a = t->lo; a < t->hi;) {
+				uint64_t take;
+
+				if (room == 0) {
+					if (grow((void **)&cs, &ccap, nc + 1,
+						 sizeof(*cs)) < 0)
+						goto nomem;
+					cs[nc++] = (struct chunk){
+						.from = from, .to = to,
+					};
+					room = size;
+				}
+				take = t->hi - a < room ? t->hi - a : room;
+				if (grow((void **)&ps, &pcap, np + 1,
+					 sizeof(*ps)) < 0)
+					goto nomem;
+				ps[np++] = (struct piece){
+					.tuple = i, .lo = a, .hi = a + take,
+					.chunk = nc - 1,
+				};
+				cs[nc - 1].time += (double)take / bps;
+				room -= take;
+				a += take;
+			}
+		}
+	}
+	*csp = cs;
+	*ncp = nc;
+	*psp = ps;
+	*npp = np;
+	return 0;
+nomem:
+	free(cs);
+	free(ps);
+	return -ENOMEM;
+}
+
+int migrate_schedule(struct migrate *m, const struct migrate_opts *opts)
+{
+	uint64_t min_chunk = opts->min_chunk_bytes ? opts->min_chunk_bytes :
+						     DEFAULT_MIN_CHUNK;
+	struct chunk *cs = NULL;
+	struct piece *ps = NULL;
+	struct migrate_tuple *out = NULL;
+	long nc = 0, np = 0, nout = 0;
+	double round_s = opts->round_s;
+	int nrounds = 0, rc = 0;
+
+	/* Everything in stage 1 first: the lower bound sizes the rounds. */
+	for (long i = 0; i < m->ntuples; i++)
+		m->tuples[i].round = 0;
+	migrate_predict(m);
+	if (round_s <= 0.0) {
+		round_s = m->stats.lower_bound_s / TARGET_ROUNDS;
+		if (round_s < MIN_ROUND_S)
+			round_s = MIN_ROUND_S;
+	}
+	/* Pairs together, in the order both sides will post them. */
+	rc = tuples_sort_by(m, false, m->nranks);
+	if (rc < 0)
+		goto out;
+
+	rc = make_chunks(m, round_s, min_chunk, &cs, &nc, &ps, &np);
+	if (rc < 0)
+		goto out;
+	if (nc) {
+		rc = pack_rounds(m, cs, nc, &nrounds);
+		if (rc < 0)
+			goto out;
+		out = malloc((m->ntuples + np + 1) * sizeof(*out));
+		if (!out) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		for (long i = 0; i < m->ntuples; i++) {
+			const struct migrate_tuple *t = &m->tuples[i];
+
+			if (t->from == t->to ||
+			    same_pipeline(m, t->from, t->to))
+				out[nout++] = *t;
+		}
+		for (long i = 0; i < np; i++) {
+			struct migrate_tuple t = m->tuples[ps[i].tuple];
+
+			t.src_offset += ps[i].lo - t.lo;
+			t.dst_offset += ps[i].lo - t.lo;
+			t.lo = ps[i].lo;
+			t.hi = ps[i].hi;
+			t.round = cs[ps[i].chunk].round;
+			out[nout++] = t;
+		}
+		free(m->tuples);
+		m->tuples = out;
+		m->ntuples = nout;
+		rc = tuples_sort_by(m, true, nrounds + 1);
+		if (rc < 0)
+			goto out;
+	}
+	m->stats.nrounds = nrounds;
+	migrate_predict(m);
+out:
+	free(cs);
+	free(ps);
+	return rc;
+}
+
+const struct migrate_shard *
+migrate_shard_find(const struct migrate_shard *sh, int n, int layer,
+		 int tensor, uint64_t lo, uint64_t hi)
+{
+	int a = 0, b = n;
+
+	/* Last shard that starts at or before (layer, tensor, lo). */
+	while (a < b) {
+		int mid = (a + b) / 2;
+		const struct migrate_shard *s = &sh[mid];
+		bool before = s->layer < layer ||
+			      (s->layer == layer &&
+			       (s->tensor < tensor ||
+				(s->tensor == tensor && s->lo <= lo)));
+
+		if (before)
+			a = mid + 1;
+		else
+			b = mid;
+	}
+	if (a == 0)
+		return NULL;
+	sh = &sh[a - 1];
+	if (sh->layer != layer || sh->tensor != tensor || sh->hi < hi)
+		return NULL;
+	return sh;
+}
+
+/* Tuples by (receiver, layer, tensor, lo), for the tiling check. */
+static int recv_cmp(const void *a, const void *b)
+{
+	const struct migrate_tuple *x = *(const struct migrate_tuple *const *)a;
+	const struct migrate_tuple *y = *(const struct migrate_tuple *const *)b;
+
+	if (x->to != y->to)
+		return x->to < y->to ? -1 : 1;
+	if (x->layer != y->layer)
+		return x->layer < y->layer ? -1 : 1;
+	if (x->tensor != y->tensor)
+		return x->tensor < y->tensor ? -1 : 1;
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+bool migrate_is_fresh(const struct migrate *m)
+{
+	for (int r = 0; r < m->nranks; r++)
+		if (m->n_old[r])
+			return false;
+	return true;
+}
+
+int migrate_check(const struct migrate *m)
+{
+	const struct migrate_tuple **byrecv = NULL;
+	int *peer_out = NULL, *peer_in = NULL;
+	long j = 0;
+	int rc = 0;
+
+	byrecv = malloc((m->ntuples + 1) * sizeof(*byrecv));
+	peer_out = malloc((m->nranks + 1) * sizeof(int));
+	peer_in = malloc((m->nranks + 1) * sizeof(int));
+	if (!byrecv || !peer_out || !peer_in) {
+		rc = -ENOMEM;
+		goto out;
+	}
+
+	for (long i = 0; i < m->ntuples; i++) {
+		const struct migrate_tuple *t = &m->tuples[i];
+		const struct migrate_shard *s;
+
+		if (t->from < 0 || t->from >= m->nranks || t->to < 0 ||
+		    t->to >= m->nranks || t->lo >= t->hi) {
+			rc = ar_seterr(-AR_EINVAL, "tuple %ld is malformed", i);
+			goto out;
+		}
+		s = migrate_shard_find(m->old_shards[t->from],
+				       m->n_old[t->from],
+				     t->layer, t->tensor, t->lo, t->hi);
+		if (!s || s->offset + (t->lo - s->lo) != t->src_offset) {
+			rc = ar_seterr(-AR_EINVAL,
+				       "tuple %ld: rank %d does not hold layer %d tensor %d [%llu, %llu) at offset %llu",
+				       i, t->from, t->layer, t->tensor,
+				       (unsigned long long)t->lo,
+				       (unsigned long long)t->hi,
+				       (unsigned long long)t->src_offset);
+			goto out;
+		}
+		s = migrate_shard_find(m->new_shards[t->to], m->n_new[t->to],
+				     t->layer, t->tensor, t->lo, t->hi);
+		if (!s || s->offset + (t->lo - s->lo) != t->dst_offset) {
+			rc = ar_seterr(-AR_EINVAL,
+				       "tuple %ld: rank %d needs no layer %d tensor %d [%llu, %llu) at offset %llu",
+				       i, t->to, t->layer, t->tensor,
+				       (unsigned long long)t->lo,
+				       (unsigned long long)t->hi,
+				       (unsigned long long)t->dst_offset);
+			goto out;
+		}
+		if (i && migrate_tuple_cmp(&m->tuples[i - 1], t) > 0) {
+			rc = ar_seterr(-AR_EINVAL, "tuple %ld is out of order", i);
+			goto out;
+		}
+		byrecv[i] = t;
+	}
+
+	/*
+	 * Every new byte exactly once: receivers' tuples tile their shards.
+	 * A job that starts (no old state anywhere) has nothing to tile.
+	 */
+	qsort(byrecv, m->ntuples, sizeof(*byrecv), recv_cmp);
+	for (int r = 0; r < m->nranks && !migrate_is_fresh(m); r++) {
+		for (int i = 0; i < m->n_new[r]; i++) {
+			const struct migrate_shard *s = &m->new_shards[r][i];
+			uint64_t at = s->lo;
+
+			while (at < s->hi) {
+				const struct migrate_tuple *t =
+					j < m->ntuples ? byrecv[j] : NULL;
+
+				if (!t || t->to != r || t->layer != s->layer ||
+				    t->tensor != s->tensor || t->lo != at) {
+					rc = ar_seterr(-AR_EINVAL,
+						       "rank %d layer %d tensor %d: byte %llu has %s source",
+						       r, s->layer, s->tensor,
+						       (unsigned long long)at,
+						       t && t->to == r &&
+						       t->layer == s->layer &&
+						       t->tensor == s->tensor &&
+						       t->lo < at ? "more than one" : "no");
+					goto out;
+				}
+				at = t->hi;
+				j++;
+			}
+		}
+		if (j < m->ntuples && byrecv[j]->to == r) {
+			rc = ar_seterr(-AR_EINVAL,
+				       "rank %d receives bytes outside its new shards",
+				       r);
+			goto out;
+		}
+	}
+
+	/* Stage-2 rounds: one send peer and one receive peer per rank. */
+	for (long i = 0; i < m->ntuples;) {
+		int round = m->tuples[i].round;
+
+		for (int r = 0; r < m->nranks; r++)
+			peer_out[r] = peer_in[r] = -1;
+		for (; i < m->ntuples && m->tuples[i].round == round; i++) {
+			const struct migrate_tuple *t = &m->tuples[i];
+
+			if (round == 0 || t->from == t->to)
+				continue;
+			int po = peer_out[t->from], pi = peer_in[t->to];
+
+			if ((po >= 0 && po != t->to) ||
+			    (pi >= 0 && pi != t->from)) {
+				rc = ar_seterr(-AR_EINVAL,
+					       "round %d: rank %d or %d has two peers",
+					       round, t->from, t->to);
+				goto out;
+			}
+			peer_out[t->from] = t->to;
+			peer_in[t->to] = t->from;
+		}
+	}
+out:
+	free(byrecv);
+	free(peer_out);
+	free(peer_in);
+	return rc;
+}

@@ -1,0 +1,422 @@
+/*
+ * diff.c - unit tests of the plan diff, the schedule and the JSON form:
+ * every byte of the new state has exactly one source, state that stays
+ * is not sent, senders are the nearest holders, rounds pair peers.
+ */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <math.h>
+
+#define AR_INTERNAL
+#include "migrate_private.h"
+#include "scenario.h"
+
+/* cmocka 1.1 has no assert_double_equal: relative tolerance @tol. */
+#define assert_double_equal(a, b, tol) \
+	assert_true(fabs((double)(a) - (double)(b)) <= \
+		    (tol) * fmax(1e-30, fabs((double)(b))))
+
+/* Small chunks and rounds, so that even KB-sized tests get many rounds. */
+static const struct migrate_opts small_rounds = {
+	.round_s = 1e-8,
+	.min_chunk_bytes = 64,
+};
+
+static struct migrate *diff_of(const char *name, struct scenario *sc)
+{
+	struct migrate *m = NULL;
+	int rc;
+
+	assert_int_equal(scenario_build(name, sc), 0);
+	rc = migrate_diff(sc->layout, sc->topo, sc->old_plan, sc->new_plan,
+			  &small_rounds, &m);
+	if (rc < 0)
+		fail_msg("%s: %s", name, ar_errmsg());
+	rc = migrate_check(m);
+	if (rc < 0)
+		fail_msg("%s: %s", name, ar_errmsg());
+	return m;
+}
+
+static uint64_t new_bytes(const struct migrate *m)
+{
+	uint64_t sum = 0;
+
+	for (int r = 0; r < m->nranks; r++)
+		sum += migrate_rank_new_bytes(m, r);
+	return sum;
+}
+
+/* Bytes @to receives from @from (over links or, if equal, kept). */
+static uint64_t bytes_between(const struct migrate *m, int from, int to)
+{
+	uint64_t sum = 0;
+
+	for (long i = 0; i < m->ntuples; i++)
+		if (m->tuples[i].from == from && m->tuples[i].to == to)
+			sum += m->tuples[i].hi - m->tuples[i].lo;
+	return sum;
+}
+
+/* The accounting every migration satisfies. */
+static void check_accounting(const struct migrate *m)
+{
+	assert_int_equal(m->stats.bytes_moved, m->stats.bytes_min);
+	assert_int_equal(m->stats.bytes_local + m->stats.bytes_moved,
+			 migrate_is_fresh(m) ? 0 : new_bytes(m));
+	assert_true(m->stats.time_s >= m->stats.lower_bound_s * (1 - 1e-12));
+}
+
+static void test_every_scenario(void **state)
+{
+	for (int i = 0; scenario_names[i]; i++) {
+		struct scenario sc;
+		struct migrate *m = diff_of(scenario_names[i], &sc);
+
+		check_accounting(m);
+		migrate_free(m);
+		scenario_fini(&sc);
+	}
+}
+
+static void test_tp2to4(void **state)
+{
+	struct scenario sc;
+	struct migrate *m = diff_of("tp2to4", &sc);
+
+	assert_int_equal(m->nranks, 4);
+	/* TP rank 0 of 4 is the first half of TP rank 0 of 2: all kept. */
+	assert_int_equal(bytes_between(m, 0, 0), migrate_rank_new_bytes(m, 0));
+	/* Rank 1's quarter lay with old rank 0; ranks 2-3 with old rank 1. */
+	assert_int_equal(bytes_between(m, 0, 1), migrate_rank_new_bytes(m, 1));
+	assert_int_equal(bytes_between(m, 1, 2), migrate_rank_new_bytes(m, 2));
+	assert_int_equal(bytes_between(m, 1, 3), migrate_rank_new_bytes(m, 3));
+	/* Old rank 1 is TP rank 1 of 4 now, a quarter that lay with old 0. */
+	assert_int_equal(bytes_between(m, 1, 1), 0);
+	assert_int_equal(m->stats.bytes_local, migrate_rank_new_bytes(m, 0));
+	/* One pipeline: everything is stage 1. */
+	assert_int_equal(m->stats.nrounds, 0);
+	migrate_free(m);
+	scenario_fini(&sc);
+}
+
+static void test_tp4to2(void **state)
+{
+	struct scenario sc;
+	struct migrate *m = diff_of("tp4to2", &sc);
+	uint64_t half3 = migrate_rank_new_bytes(m, 3);
+
+	assert_int_equal(m->nranks, 4);
+	/* GPUs 0-1 hold nothing new; GPU 2 takes TP 0 of 2 from old 0 and 1. */
+	assert_int_equal(migrate_rank_new_bytes(m, 0), 0);
+	assert_int_equal(migrate_rank_new_bytes(m, 1), 0);
+	assert_int_equal(bytes_between(m, 0, 2) + bytes_between(m, 1, 2),
+			 migrate_rank_new_bytes(m, 2));
+	assert_true(bytes_between(m, 0, 2) > 0 && bytes_between(m, 1, 2) > 0);
+	/* GPU 3 (TP 1 of 2) takes old rank 2's quarter and keeps its own. */
+	assert_int_equal(bytes_between(m, 2, 3) + bytes_between(m, 3, 3),
+			 half3);
+	assert_true(bytes_between(m, 3, 3) > 0);
+	assert_int_equal(m->stats.bytes_local, bytes_between(m, 3, 3));
+	migrate_free(m);
+	scenario_fini(&sc);
+}
+
+static void test_stage_boundary(void **state)
+{
+	struct scenario sc;
+	struct migrate *m = diff_of("stages", &sc);
+	uint64_t layer3 = 0, low_half = 0;
+
+	/* Only layer 3 moves: from node 1 (ranks 2, 3) to node 0 (0, 1). */
+	for (int t = 0; t < MIGRATE_NUM_TENSORS; t++) {
+		layer3 += sc.layout->layers[3].bytes[t];
+		low_half += sc.layout->layers[3].bytes[t] / 2;
+	}
+	assert_int_equal(m->stats.bytes_moved, layer3);
+	assert_int_equal(bytes_between(m, 2, 0), low_half);
+	assert_int_equal(bytes_between(m, 3, 1), layer3 - low_half);
+	for (long i = 0; i < m->ntuples; i++) {
+		const struct migrate_tuple *t = &m->tuples[i];
+
+		if (t->from != t->to) {
+			assert_int_equal(t->layer, 3);
+			assert_true(t->from >= 2 && t->to <= 1);
+			/* The same TP rank sends: the slices line up. */
+			assert_int_equal(t->from - 2, t->to);
+		}
+	}
+	migrate_free(m);
+	scenario_fini(&sc);
+}
+
+static void test_replica_add_remove(void **state)
+{
+	struct scenario sc;
+	struct migrate *m = diff_of("replica-add", &sc);
+	uint64_t total = migrate_layout_total_bytes(sc.layout);
+	double nic = sc.topo->nodes[0].nic_GBps * 1e9;
+
+	/* The new replica gets one full copy, over node 0's NIC. */
+	assert_int_equal(m->stats.bytes_moved, total);
+	assert_int_equal(bytes_between(m, 0, 2) + bytes_between(m, 1, 3),
+			 total);
+	assert_double_equal(m->stats.lower_bound_s, (double)total / nic,
+			    1e-12);
+	/* Cross-pipeline: stage 2, in rounds. */
+	assert_true(m->stats.nrounds > 1);
+	migrate_free(m);
+	scenario_fini(&sc);
+
+	/* Removing a replica moves nothing. */
+	m = diff_of("replica-remove", &sc);
+	assert_int_equal(m->stats.bytes_moved, 0);
+	assert_int_equal(m->stats.bytes_local, total);
+	assert_int_equal(migrate_rank_new_bytes(m, 2), 0);
+	assert_double_equal(m->stats.time_s, 0.0, 0.0);
+	migrate_free(m);
+	scenario_fini(&sc);
+}
+
+static void test_gpu_type_change(void **state)
+{
+	struct scenario sc;
+	struct migrate *m = diff_of("gpu-type", &sc);
+	uint64_t total = migrate_layout_total_bytes(sc.layout);
+	double nic_slow = sc.topo->nodes[1].nic_GBps * 1e9;
+
+	/* Everything crosses to the slower node; its NIC bounds the time. */
+	assert_int_equal(m->nranks, 6);
+	assert_int_equal(m->stats.bytes_moved, total);
+	assert_double_equal(m->stats.lower_bound_s, (double)total / nic_slow,
+			    1e-12);
+	for (long i = 0; i < m->ntuples; i++)
+		assert_true(m->ranks[m->tuples[i].from].node == 0 &&
+			    m->ranks[m->tuples[i].to].node == 1);
+	migrate_free(m);
+	scenario_fini(&sc);
+}
+
+static void test_ep_layout_change(void **state)
+{
+	struct scenario sc;
+	struct migrate *m = diff_of("ep", &sc);
+	uint64_t expert_total = 0, expert_new = 0, expert_old = 0;
+	int ex = MIGRATE_PART_EXPERT * MIGRATE_NUM_KINDS;
+
+	for (int l = 0; l < sc.layout->nlayers; l++)
+		for (int k = 0; k < MIGRATE_NUM_KINDS; k++)
+			expert_total += sc.layout->layers[l].bytes[ex + k];
+	for (int r = 0; r < m->nranks; r++) {
+		for (int i = 0; i < m->n_new[r]; i++)
+			if (m->new_shards[r][i].tensor >= ex)
+				expert_new += m->new_shards[r][i].hi -
+					      m->new_shards[r][i].lo;
+		for (int i = 0; i < m->n_old[r]; i++)
+			if (m->old_shards[r][i].tensor >= ex)
+				expert_old += m->old_shards[r][i].hi -
+					      m->old_shards[r][i].lo;
+	}
+	/* EDP 1 before: one copy of the experts; EDP 2 after: two. */
+	assert_int_equal(expert_old, expert_total);
+	assert_int_equal(expert_new, 2 * expert_total);
+	/* Rank 0 (EP 0, ETP 0) kept half of experts 0-1 and needs 2-3 too. */
+	assert_true(bytes_between(m, 0, 0) > 0);
+	assert_true(bytes_between(m, 1, 0) > 0);
+	check_accounting(m);
+	migrate_free(m);
+	scenario_fini(&sc);
+}
+
+static void test_rounds_pair_peers(void **state)
+{
+	struct scenario sc;
+	struct migrate *m = diff_of("join", &sc);
+	int broken;
+
+	assert_true(m->stats.nrounds > 1);
+	/* migrate_check() must catch a round where a rank has two peers. */
+	for (long i = 0; i + 1 < m->ntuples; i++) {
+		struct migrate_tuple *a = &m->tuples[i], *b = &m->tuples[i + 1];
+
+		if (a->round > 0 && a->round == b->round && a->to != b->to &&
+		    a->from != b->from && b->from != b->to) {
+			int saved = b->from;
+
+			b->from = a->from;
+			broken = migrate_check(m);
+			b->from = saved;
+			assert_int_equal(broken, -AR_EINVAL);
+			break;
+		}
+	}
+	migrate_free(m);
+	scenario_fini(&sc);
+}
+
+static void test_check_catches_gaps_and_overlaps(void **state)
+{
+	struct scenario sc;
+	struct migrate *m = diff_of("tp2to4", &sc);
+	struct migrate_tuple saved;
+
+	/* Drop bytes from one tuple: a gap. */
+	saved = m->tuples[m->ntuples - 1];
+	m->tuples[m->ntuples - 1].hi--;
+	assert_int_equal(migrate_check(m), -AR_EINVAL);
+	assert_non_null(strstr(ar_errmsg(), "no source"));
+	m->tuples[m->ntuples - 1] = saved;
+	/* Duplicate one tuple: an overlap. */
+	m->tuples[m->ntuples - 1] = m->tuples[m->ntuples - 2];
+	assert_int_equal(migrate_check(m), -AR_EINVAL);
+	m->tuples[m->ntuples - 1] = saved;
+	assert_int_equal(migrate_check(m), 0);
+	migrate_free(m);
+	scenario_fini(&sc);
+}
+
+static void test_fresh_start_moves_nothing(void **state)
+{
+	struct scenario sc;
+	struct migrate *m = diff_of("fresh", &sc);
+
+	assert_int_equal(m->ntuples, 0);
+	assert_int_equal(m->nranks, 4);
+	assert_int_equal(m->stats.bytes_moved, 0);
+	migrate_free(m);
+	scenario_fini(&sc);
+}
+
+static void test_json_round_trip(void **state)
+{
+	for (int i = 0; scenario_names[i]; i++) {
+		struct scenario sc;
+		struct migrate *back = NULL;
+		struct migrate *m = diff_of(scenario_names[i], &sc);
+		json_t *j = migrate_to_json(m);
+		char *text;
+		json_t *parsed;
+
+		assert_non_null(j);
+		text = json_dumps(j, JSON_COMPACT);
+		parsed = json_loads(text, 0, NULL);
+		assert_non_null(parsed);
+		if (migrate_from_json(parsed, &back) < 0)
+			fail_msg("%s: %s", scenario_names[i], ar_errmsg());
+		assert_int_equal(back->nranks, m->nranks);
+		assert_int_equal(back->ntuples, m->ntuples);
+		for (long k = 0; k < m->ntuples; k++)
+			assert_int_equal(migrate_tuple_cmp(&back->tuples[k],
+							   &m->tuples[k]), 0);
+		for (int r = 0; r < m->nranks; r++)
+			assert_int_equal(migrate_rank_new_bytes(back, r),
+					 migrate_rank_new_bytes(m, r));
+		assert_double_equal(back->stats.time_s, m->stats.time_s, 1e-12);
+		migrate_free(back);
+		json_decref(parsed);
+		json_decref(j);
+		free(text);
+		migrate_free(m);
+		scenario_fini(&sc);
+	}
+}
+
+static void test_json_rejects_bad_files(void **state)
+{
+	struct scenario sc;
+	struct migrate *m = diff_of("stages", &sc), *back = NULL;
+	json_t *j = migrate_to_json(m);
+	json_t *t0 = json_array_get(json_object_get(j, "tuples"), 0);
+
+	/* A tuple that leaves its first byte without a source. */
+	json_array_set_new(t0, 2, json_integer(json_integer_value(
+		json_array_get(t0, 2)) + 1));
+	assert_int_equal(migrate_from_json(j, &back), -AR_EINVAL);
+	assert_null(back);
+	json_decref(j);
+
+	j = migrate_to_json(m);
+	json_object_set_new(j, "surprise", json_true());
+	assert_int_equal(migrate_from_json(j, &back), -AR_EINVAL);
+	assert_non_null(strstr(ar_errmsg(), "surprise"));
+	json_decref(j);
+	migrate_free(m);
+	scenario_fini(&sc);
+}
+
+static void test_bad_plans(void **state)
+{
+	struct scenario sc;
+	struct migrate *m = NULL;
+
+	assert_int_equal(scenario_build("stages", &sc), 0);
+	/* The old plan forgets layer 5: nobody holds it. */
+	sc.old_plan->templates[0].stages[1].last_layer = 4;
+	assert_int_equal(migrate_diff(sc.layout, sc.topo, sc.old_plan,
+				      sc.new_plan, NULL, &m),
+			 -AR_EINFEASIBLE);
+	assert_non_null(strstr(ar_errmsg(), "layer 5"));
+	assert_null(m);
+	/* A stage beyond the model. */
+	sc.new_plan->templates[0].stages[1].last_layer = 9;
+	assert_int_equal(migrate_diff(sc.layout, sc.topo, sc.old_plan,
+				      sc.new_plan, NULL, &m),
+			 -AR_EINVAL);
+	/* A GPU the node does not have. */
+	sc.new_plan->templates[0].stages[1].last_layer = 5;
+	sc.new_plan->templates[0].placement[1].gpu[1] = 7;
+	assert_int_equal(migrate_diff(sc.layout, sc.topo, NULL, sc.new_plan,
+				      NULL, &m),
+			 -AR_EINVAL);
+	assert_non_null(strstr(ar_errmsg(), "GPU 7"));
+	scenario_fini(&sc);
+}
+
+/* Default options: rounds sized from the lower bound stay near it. */
+static void test_default_schedule_near_bound(void **state)
+{
+	struct scenario sc;
+	struct migrate *m = NULL;
+
+	assert_int_equal(scenario_build("join", &sc), 0);
+	/* Scale the state up so rounds are longer than their latency. */
+	for (int l = 0; l < sc.layout->nlayers; l++)
+		for (int t = 0; t < MIGRATE_NUM_TENSORS; t++)
+			sc.layout->layers[l].bytes[t] *= 1000000;
+	assert_int_equal(migrate_diff(sc.layout, sc.topo, sc.old_plan,
+				      sc.new_plan, NULL, &m), 0);
+	assert_int_equal(migrate_check(m), 0);
+	assert_true(m->stats.time_s <= 1.5 * m->stats.lower_bound_s);
+	migrate_free(m);
+	scenario_fini(&sc);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_every_scenario),
+		cmocka_unit_test(test_tp2to4),
+		cmocka_unit_test(test_tp4to2),
+		cmocka_unit_test(test_stage_boundary),
+		cmocka_unit_test(test_replica_add_remove),
+		cmocka_unit_test(test_gpu_type_change),
+		cmocka_unit_test(test_ep_layout_change),
+		cmocka_unit_test(test_rounds_pair_peers),
+		cmocka_unit_test(test_check_catches_gaps_and_overlaps),
+		cmocka_unit_test(test_fresh_start_moves_nothing),
+		cmocka_unit_test(test_json_round_trip),
+		cmocka_unit_test(test_json_rejects_bad_files),
+		cmocka_unit_test(test_bad_plans),
+		cmocka_unit_test(test_default_schedule_near_bound),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
