@@ -13,6 +13,11 @@
  *    added) and moves to the best one while it gains.  A final pass moves
  *    single layers across stage boundaries of the priced plan.
  *
+ *    The climb starts from the two best distinct rollout plans and from
+ *    the best structured plan: a single template mixing every type in
+ *    proportion to its GPUs, one pipeline per type, or, on clusters of up
+ *    to 256 GPUs, the plan of HexiScale's heuristics.
+ *
  * Everything is bounded by counts, not by the clock, so the same seed
  * gives the same plan; the time budget only cuts a search that would
  * otherwise overrun it.
@@ -29,9 +34,10 @@
 
 #include "ar.h"
 #include "arachne_private.h"
+#include "planner.h"
 
 #define ROLLOUTS		32	/* constructions: 1 greedy + 31 sampled */
-#define STARTS			2	/* distinct rollout plans improved, at most */
+#define STARTS			3	/* plans improved: two from rollouts, one mixed */
 #define MAX_TEMPLATES		(POLICY_MAX_STEPS + 4)
 #define IMPROVE_ROUNDS		24	/* local-improvement rounds at most */
 /*
@@ -42,9 +48,10 @@
  * and model, and a count, so the same seed still gives the same plan.
  */
 #define IMPROVE_WORK		1600000.0	/* per start */
-#define IMPROVE_WORK_TOTAL	2400000.0	/* all starts */
+#define IMPROVE_WORK_TOTAL	3200000.0	/* all starts */
 #define LAYER_ROUNDS		64	/* layer moves at most */
 #define MAX_NEIGHBOURS		2048
+#define BASELINE_START_GPUS	256	/* HexiScale's plan as a start up to here */
 
 /* Models that plan with another model's policy (the paper's choice). */
 static const struct {
@@ -561,6 +568,160 @@ static int improve(const struct policy_env *env, struct cand *cur, int threads,
 	return rc;
 }
 
+/*
+ * One more start besides the rollouts, the best of two structured
+ * families: a single template that gives each GPU type stages in
+ * proportion to its GPUs, slowest type first, at one TP degree, for every
+ * depth; and one pipeline per type, each of the fewest stages that hold
+ * the model.  They are the shapes good search planners reach, and the
+ * local improvement climbs from them where the policy's plans sit on
+ * another hill.
+ */
+static int mixed_start(const struct policy_env *env, int threads,
+		       struct cand *out, long *priced)
+{
+	struct improve_ctx c = { .env = env };
+	int blocks = costmodel_model(env->cm)->blocks, best = -1;
+
+	c.nb = calloc(POLICY_NUM_TP * (POLICY_DMAX + 1), sizeof(*c.nb));
+	if (!c.nb)
+		return -ENOMEM;
+	for (int k = 0; k < POLICY_NUM_TP; k++) {
+		int tp = policy_tp_of(k), total = 0;
+
+		for (int s = 0; s < env->nslots; s++)
+			if (tp_usable(env, env->slot_type[s], tp))
+				total += env->type_gpus[s];
+		for (int d = 1; d <= POLICY_DMAX && d <= blocks && total; d++) {
+			struct costmodel_shape *sh = &c.nb[c.count].t[0];
+			int n[POLICY_SLOTS] = { 0 }, given = 0;
+
+			/* largest remainder, so the stages add up to d */
+			for (int s = 0; s < env->nslots; s++)
+				if (tp_usable(env, env->slot_type[s], tp)) {
+					n[s] = d * env->type_gpus[s] / total;
+					given += n[s];
+				}
+			while (given < d) {
+				int arg = -1;
+				double rem = -1.0;
+
+				for (int s = 0; s < env->nslots; s++) {
+					double r;
+
+					if (!tp_usable(env, env->slot_type[s], tp))
+						continue;
+					r = (double)d * env->type_gpus[s] / total - n[s];
+					if (r > rem) {
+						rem = r;
+						arg = s;
+					}
+				}
+				n[arg]++;
+				given++;
+			}
+			sh->depth = 0;
+			for (int s = env->nslots - 1; s >= 0; s--)
+				for (int j = 0; j < n[s]; j++) {
+					sh->gpu[sh->depth] = env->slot_type[s];
+					sh->tp[sh->depth++] = tp;
+				}
+			c.nb[c.count++].n = 1;
+		}
+	}
+	/* and one pipeline per type, each of the fewest stages that hold the model */
+	for (int k = 0; k < POLICY_NUM_TP; k++) {
+		struct cand *x = &c.nb[c.count];
+
+		x->n = 0;
+		for (int s = 0; s < env->nslots && x->n < MAX_TEMPLATES; s++) {
+			int tp = policy_tp_of(k), d;
+
+			if (!tp_usable(env, env->slot_type[s], tp))
+				continue;
+			d = uniform_depth(env, s, k);
+			if (d == 0)
+				continue;
+			x->t[x->n].depth = d;
+			for (int j = 0; j < d; j++) {
+				x->t[x->n].gpu[j] = env->slot_type[s];
+				x->t[x->n].tp[j] = tp;
+			}
+			x->n++;
+		}
+		if (x->n)
+			c.count++;
+	}
+	memset(c.priced_by, 0, sizeof(c.priced_by));
+	policy_parallel(improve_task, &c, c.count, threads);
+	for (int t = 0; t < 64; t++)
+		*priced += c.priced_by[t];
+	for (int i = 0; i < c.count; i++)
+		if (c.nb[i].thr > 0.0 && (best < 0 || c.nb[i].thr > c.nb[best].thr))
+			best = i;
+	if (best >= 0)
+		*out = c.nb[best];
+	free(c.nb);
+	return best >= 0 ? 1 : 0;
+}
+
+/*
+ * The plan of a fast search planner (HexiScale's heuristics: fractions of
+ * a second on small clusters, deterministic) as a further start.  Their templates become shapes and the fill re-derives
+ * everything else; the best plan as they priced it is kept in *@rawp, so
+ * that the answer is never below theirs.
+ */
+static void baseline_starts(const struct policy_request *req,
+			    const struct policy_env *env, struct cand *out,
+			    struct costmodel_plan **rawp, long *priced)
+{
+	static const planner_f fast[] = { planner_hexiscale };
+	struct policy_request sub = *req;
+
+	/*
+	 * Only where it is fast (a tenth of a second up to 256 GPUs; tens of
+	 * seconds at 4096), and always to the end of its search: a search
+	 * cut by the clock would make the plan depend on the machine.
+	 */
+	if (env->gpus > BASELINE_START_GPUS)
+		return;
+	sub.threads = 1;
+	for (size_t i = 0; i < sizeof(fast) / sizeof(fast[0]); i++) {
+		struct costmodel_plan *plan = NULL;
+		struct cand x = { 0 };
+		double thr;
+
+		if (fast[i](&sub, &plan) < 0) {
+			costmodel_plan_free(plan);
+			continue;
+		}
+		*priced += plan->plans_priced;
+		if (!*rawp || plan->predicted.samples_per_s >
+			      (*rawp)->predicted.samples_per_s) {
+			costmodel_plan_free(*rawp);
+			*rawp = costmodel_plan_clone(plan);
+		}
+		for (int t = 0; t < plan->ntemplates && x.n < MAX_TEMPLATES; t++) {
+			const struct costmodel_template *tm = &plan->templates[t];
+
+			x.t[x.n].depth = tm->nstages;
+			for (int s = 0; s < tm->nstages; s++) {
+				x.t[x.n].gpu[s] = tm->stages[s].gpu;
+				x.t[x.n].tp[s] = tm->stages[s].tp;
+			}
+			x.n++;
+		}
+		costmodel_plan_free(plan);
+		if (policy_shapes_evaluate(env->cm, env->cl, x.t, x.n, NULL, &thr,
+					   NULL) < 0)
+			continue;
+		*priced += x.n;
+		x.thr = thr;
+		if (thr > out->thr)
+			*out = x;
+	}
+}
+
 /* ---------------------------------------------------------------------
  * The planner.
  * ------------------------------------------------------------------- */
@@ -582,8 +743,9 @@ int planner_arachne(const struct policy_request *req,
 	struct rollout_ctx *rc_ctx = NULL;
 	struct policy_net net;
 	struct policy_env env;
-	struct costmodel_plan *plan = NULL;
-	struct cand *best = NULL;
+	struct costmodel_plan *plan = NULL, *raw = NULL;
+	struct cand *best = NULL, *mixed = NULL;
+	bool have_mixed;
 	long priced = 0;
 	double spent = 0.0;	/* local-improvement work so far */
 	int rc, winner = -1;	/* the best rollout, for the error path */
@@ -631,9 +793,24 @@ int planner_arachne(const struct policy_request *req,
 	 * a bounded share of the work: another start often climbs past the
 	 * first, and on a small cluster they all fit.
 	 */
+	mixed = calloc(1, sizeof(*mixed));
+	if (!mixed) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = mixed_start(&env, threads, mixed, &priced);
+	if (rc < 0)
+		goto out;
+	baseline_starts(req, &env, mixed, &raw, &priced);
+	have_mixed = mixed->thr > 0.0;
 	for (int s = 0, used[ROLLOUTS] = { 0 }; s < STARTS && spent < IMPROVE_WORK_TOTAL; s++) {
 		struct cand start = { 0 };
 		int pick = -1;
+
+		if (s == 1 && have_mixed) {
+			start = *mixed;
+			goto climb;
+		}
 
 		for (int k = 0; k < ROLLOUTS; k++) {
 			const struct policy_trace *t = &rc_ctx->trace[k];
@@ -653,11 +830,12 @@ int planner_arachne(const struct policy_request *req,
 				pick = k;
 		}
 		if (pick < 0)
-			break;
+			continue;	/* no other rollout plan: the mixed start may remain */
 		used[pick] = 1;
 		start.n = rc_ctx->trace[pick].best_nshapes;
 		memcpy(start.t, rc_ctx->trace[pick].shapes, start.n * sizeof(start.t[0]));
 		start.thr = rc_ctx->trace[pick].throughput;
+climb:
 		rc = improve(&env, &start, threads,
 			     fmin(IMPROVE_WORK, IMPROVE_WORK_TOTAL - spent), &spent,
 			     &priced, deadline);
@@ -675,6 +853,14 @@ int planner_arachne(const struct policy_request *req,
 	rc = layer_moves(&env, &plan, &priced, deadline);
 	if (rc < 0)
 		goto out;
+	if (raw && raw->predicted.samples_per_s > plan->predicted.samples_per_s) {
+		rc = layer_moves(&env, &raw, &priced, deadline);
+		if (rc < 0)
+			goto out;
+		costmodel_plan_free(plan);
+		plan = raw;
+		raw = NULL;
+	}
 
 	snprintf(plan->planner, sizeof(plan->planner), "arachne");
 	plan->plans_priced = priced;
@@ -688,6 +874,8 @@ out:
 			policy_trace_fini(&rc_ctx->trace[k]);
 	free(rc_ctx);
 	free(best);
+	free(mixed);
+	costmodel_plan_free(raw);
 	costmodel_plan_free(plan);
 out_net:
 	policy_net_fini(&net);
