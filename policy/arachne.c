@@ -864,7 +864,8 @@ climb:
 
 	snprintf(plan->planner, sizeof(plan->planner), "arachne");
 	plan->plans_priced = priced;
-	plan->search_complete = false;
+	/* its search is bounded by counts; only the clock can cut it short */
+	plan->search_complete = ar_now() < deadline;
 	plan->planning_s = ar_now() - t0;
 	*planp = plan;
 	plan = NULL;
