@@ -15,8 +15,8 @@
  *
  *    The climb starts from the two best distinct rollout plans and from
  *    the best structured plan: a single template mixing every type in
- *    proportion to its GPUs, one pipeline per type, or, on clusters of up
- *    to 256 GPUs, the plan of HexiScale's heuristics.
+ *    proportion to its GPUs, one pipeline per type, or the plan of a fast
+ *    search planner (AMP; HexiScale up to 256 GPUs).
  *
  * Everything is bounded by counts, not by the clock, so the same seed
  * gives the same plan; the time budget only cuts a search that would
@@ -51,7 +51,6 @@
 #define IMPROVE_WORK_TOTAL	3200000.0	/* all starts */
 #define LAYER_ROUNDS		64	/* layer moves at most */
 #define MAX_NEIGHBOURS		2048
-#define BASELINE_START_GPUS	256	/* HexiScale's plan as a start up to here */
 
 /* Models that plan with another model's policy (the paper's choice). */
 static const struct {
@@ -666,35 +665,60 @@ static int mixed_start(const struct policy_env *env, int threads,
 }
 
 /*
- * The plan of a fast search planner (HexiScale's heuristics: fractions of
- * a second on small clusters, deterministic) as a further start.  Their templates become shapes and the fill re-derives
- * everything else; the best plan as they priced it is kept in *@rawp, so
- * that the answer is never below theirs.
+ * The plans of fast search planners as further starts, each where it is
+ * fast and always to the end of its search (one cut by the clock would
+ * make the plan depend on the machine): AMP everywhere (milliseconds) and
+ * HexiScale up to 256 GPUs (a tenth of a second there, tens of seconds
+ * at 4096).  Sailor's search time varies too much with the cluster
+ * (0.03 s to 7 s at 512 GPUs) to take part.  Their templates become shapes and the
+ * fill re-derives everything else; the best plan as they priced it is
+ * kept in *@rawp, so that the answer is never below theirs.
  */
-static void baseline_starts(const struct policy_request *req,
-			    const struct policy_env *env, struct cand *out,
-			    struct costmodel_plan **rawp, long *priced)
-{
-	static const planner_f fast[] = { planner_hexiscale };
-	struct policy_request sub = *req;
+static const struct {
+	planner_f plan;
+	int max_gpus;
+} fast_planners[] = {
+	{ planner_amp, 1 << 30 },
+	{ planner_hexiscale, 256 },
+};
 
-	/*
-	 * Only where it is fast (a tenth of a second up to 256 GPUs; tens of
-	 * seconds at 4096), and always to the end of its search: a search
-	 * cut by the clock would make the plan depend on the machine.
-	 */
-	if (env->gpus > BASELINE_START_GPUS)
+#define NFAST (sizeof(fast_planners) / sizeof(fast_planners[0]))
+
+struct fast_ctx {
+	const struct policy_request *req;
+	const struct policy_env *env;
+	struct costmodel_plan *plan[NFAST];
+};
+
+static void fast_task(void *p, int thread, int i)
+{
+	struct fast_ctx *c = p;
+	struct policy_request sub = *c->req;
+
+	if (c->env->gpus > fast_planners[i].max_gpus)
 		return;
 	sub.threads = 1;
-	for (size_t i = 0; i < sizeof(fast) / sizeof(fast[0]); i++) {
-		struct costmodel_plan *plan = NULL;
+	if (fast_planners[i].plan(&sub, &c->plan[i]) < 0) {
+		costmodel_plan_free(c->plan[i]);
+		c->plan[i] = NULL;
+	}
+}
+
+static void baseline_starts(const struct policy_request *req,
+			    const struct policy_env *env, int threads,
+			    struct cand *out, struct costmodel_plan **rawp,
+			    long *priced)
+{
+	struct fast_ctx c = { .req = req, .env = env };
+
+	policy_parallel(fast_task, &c, NFAST, threads);
+	for (size_t i = 0; i < NFAST; i++) {
+		struct costmodel_plan *plan = c.plan[i];
 		struct cand x = { 0 };
 		double thr;
 
-		if (fast[i](&sub, &plan) < 0) {
-			costmodel_plan_free(plan);
+		if (!plan)
 			continue;
-		}
 		*priced += plan->plans_priced;
 		if (!*rawp || plan->predicted.samples_per_s >
 			      (*rawp)->predicted.samples_per_s) {
@@ -801,7 +825,7 @@ int planner_arachne(const struct policy_request *req,
 	rc = mixed_start(&env, threads, mixed, &priced);
 	if (rc < 0)
 		goto out;
-	baseline_starts(req, &env, mixed, &raw, &priced);
+	baseline_starts(req, &env, threads, mixed, &raw, &priced);
 	have_mixed = mixed->thr > 0.0;
 	for (int s = 0, used[ROLLOUTS] = { 0 }; s < STARTS && spent < IMPROVE_WORK_TOTAL; s++) {
 		struct cand start = { 0 };
