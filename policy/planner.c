@@ -12,7 +12,7 @@ static const struct {
 	const char *name;
 	planner_f plan;		/* NULL: named by the paper, not built yet */
 } planners[] = {
-	{ "arachne", NULL },
+	{ "arachne", planner_arachne },
 	{ "exhaustive", planner_exhaustive },
 	{ "amp", planner_amp },
 	{ "sailor", planner_sailor },

@@ -23,6 +23,8 @@ typedef int (*planner_f)(const struct policy_request *req,
 
 int planner_exhaustive(const struct policy_request *req,
 		       struct costmodel_plan **planp);
+int planner_arachne(const struct policy_request *req,
+		    struct costmodel_plan **planp);	/* arachne.c */
 /* The baselines of the paper's §3.1 (docs/baselines.md). */
 int planner_amp(const struct policy_request *req, struct costmodel_plan **planp);
 int planner_espresso(const struct policy_request *req,

@@ -1,0 +1,512 @@
+/*
+ * arachne_private.h - internals of the learned planner ("arachne"): the
+ * state features and masks (Table 2), the policy network, its weights in
+ * safetensors format, template construction (Algorithm 1), training
+ * (GRPO + PPO clipping) and inference.  docs/policy.md describes them.
+ *
+ * Shapes in comments: N = rows (decisions) in a batch, S = state vector,
+ * H = backbone width, A = head width, C = candidates of a head.
+ */
+#ifndef AR_ARACHNE_PRIVATE_H
+#define AR_ARACHNE_PRIVATE_H
+
+#ifndef AR_INTERNAL
+#error "arachne_private.h is internal to libarpolicy and its tests"
+#endif
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "costmodel.h"
+#include "policy.h"
+
+/* ---------------------------------------------------------------------
+ * Feature layout.  Bump POLICY_FEATURE_VERSION whenever a feature, its
+ * order or its scaling changes: weights record it and loading refuses a
+ * file written for another layout.
+ * ------------------------------------------------------------------- */
+
+#define POLICY_FEATURE_VERSION	1
+
+#define POLICY_SLOTS		8	/* GPU-type slots (canonical order) */
+#define POLICY_NUM_TP		4	/* TP degrees 1, 2, 4, 8 */
+#define POLICY_DMAX		16	/* deepest pipeline the depth head offers */
+#define POLICY_DEPTH_CANDS	(POLICY_DMAX + 1)	/* STOP, 1..DMAX */
+#define POLICY_MAX_STEPS	8	/* templates one construction may add */
+#define POLICY_MAX_CANDS	POLICY_DEPTH_CANDS
+
+/* Per-slot (per GPU type) features; offsets inside one slot block. */
+enum policy_type_feature {
+	PT_PRESENT,		/* 1 when the slot holds a type of this cluster */
+	PT_FREE_FRAC,		/* rho: free GPUs of the type over its GPUs */
+	PT_NODE_FRAC,		/* eta: nodes with a free GPU over its nodes */
+	PT_SHARE,		/* s: the type's GPUs over all GPUs */
+	PT_FREE_SHARE,		/* free GPUs of the type over all GPUs */
+	PT_TFLOPS,		/* peak TFLOPS / 1000 */
+	PT_MEMORY,		/* memory / 100 GiB */
+	PT_ALPHA,		/* [NUM_TP] stage speed at TP k / best stage speed */
+	PT_PHI = PT_ALPHA + POLICY_NUM_TP,	/* [NUM_TP] per-GPU speed at k / best per-GPU speed */
+	PT_MU = PT_PHI + POLICY_NUM_TP,	/* [NUM_TP] one block's state at k / GPU memory */
+	PT_NEED = PT_MU + POLICY_NUM_TP,	/* [NUM_TP] stages the model needs at k / DMAX */
+	PT_NODES = PT_NEED + POLICY_NUM_TP,	/* [NUM_TP] nodes with >= k free / nodes */
+	PT_CLAIMED = PT_NODES + POLICY_NUM_TP,	/* GPUs this template's stages took / free */
+	PT_PREV,		/* 1 when the previous stage uses this type */
+	PT_TP_OK,		/* [NUM_TP] 1 when TP k fits a free node now */
+	POLICY_TYPE_FEATURES = PT_TP_OK + POLICY_NUM_TP
+};
+
+/* Cluster-wide and construction features, after the slot blocks. */
+enum policy_global_feature {
+	PG_LOG_SIZE,		/* log2(GPUs) / 12 */
+	PG_STEP,		/* t / T_max */
+	PG_FREE,		/* free GPUs / GPUs */
+	PG_PER_DEPTH,		/* [DMAX] log2(1 + free / d) / 12 */
+	PG_DEPTH = PG_PER_DEPTH + POLICY_DMAX,	/* chosen depth / DMAX (0 at the depth decision) */
+	PG_STAGE,		/* stage index / depth */
+	PG_STAGES_LEFT,		/* stages still to choose / DMAX */
+	PG_PHASE,		/* [3] one-hot: depth, device, TP decision */
+	PG_HELD = PG_PHASE + 3,	/* blocks the chosen stages can hold / blocks, capped at 2 */
+	PG_THROUGHPUT,		/* plan so far / the composition's reference */
+	PG_TEMPLATES,		/* templates placed / T_max */
+	PG_PREV_TP,		/* log2(previous stage's TP) / 3 */
+	POLICY_GLOBAL_FEATURES
+};
+
+/* Composition summary: the input of the FiLM generator. */
+enum policy_comp_feature {
+	PC_LOG_SIZE,		/* log2(GPUs) / 12 */
+	PC_SHARE,		/* [SLOTS] share of each slot */
+	PC_UNEVEN = PC_SHARE + POLICY_SLOTS,	/* largest minus smallest share */
+	PC_TYPES,		/* number of types / SLOTS */
+	PC_SMALL_NODES,		/* GPUs on nodes of fewer than 4 GPUs / GPUs */
+	PC_MEAN_NODE,		/* mean GPUs a node / 8 */
+	POLICY_COMP_FEATURES
+};
+
+#define POLICY_TYPES_OFF	0
+#define POLICY_GLOBAL_OFF	(POLICY_SLOTS * POLICY_TYPE_FEATURES)
+#define POLICY_COMP_OFF		(POLICY_GLOBAL_OFF + POLICY_GLOBAL_FEATURES)
+#define POLICY_STATE_DIM	(POLICY_COMP_OFF + POLICY_COMP_FEATURES)
+
+/* Candidate features of the TP head beyond the chosen type's block. */
+#define POLICY_TP_FEATURES	(POLICY_NUM_TP + 5)	/* one-hot k, alpha, phi, mu, nodes, ok */
+
+/* ---------------------------------------------------------------------
+ * The network (net.c).
+ * ------------------------------------------------------------------- */
+
+#define POLICY_HIDDEN		64	/* backbone width H */
+#define POLICY_HEAD		32	/* head width A */
+#define POLICY_FILM_HIDDEN	32	/* FiLM generator width */
+#define POLICY_BACKBONE_LAYERS	2
+
+enum policy_head {
+	POLICY_HEAD_DEPTH,
+	POLICY_HEAD_DEVICE,
+	POLICY_HEAD_TP,
+	POLICY_NUM_HEADS
+};
+
+/*
+ * FiLM outputs: per backbone layer H scales then H shifts, then per head A
+ * scales then A shifts.
+ */
+#define POLICY_FILM_OUT	(POLICY_BACKBONE_LAYERS * 2 * POLICY_HIDDEN + \
+			 POLICY_NUM_HEADS * 2 * POLICY_HEAD)
+
+#define POLICY_DEV_IN	(POLICY_HIDDEN + POLICY_TYPE_FEATURES)
+#define POLICY_TP_IN	(POLICY_HIDDEN + POLICY_TYPE_FEATURES + POLICY_TP_FEATURES)
+
+/* Parameter tensors, in the order of the arena and of the weights file. */
+enum policy_tensor {
+	PW_FILM1_W, PW_FILM1_B,		/* (FH, COMP), (FH) */
+	PW_FILM2_W, PW_FILM2_B,		/* (FILM_OUT, FH), (FILM_OUT) */
+	PW_BB1_W, PW_BB1_B,		/* (H, S), (H) */
+	PW_BB2_W, PW_BB2_B,		/* (H, H), (H) */
+	PW_DEPTH1_W, PW_DEPTH1_B,	/* (A, H), (A) */
+	PW_DEPTH2_W, PW_DEPTH2_B,	/* (DEPTH_CANDS, A), (DEPTH_CANDS) */
+	PW_DEV1_W, PW_DEV1_B,		/* (A, DEV_IN), (A) */
+	PW_DEV2_W, PW_DEV2_B,		/* (1, A), (1) */
+	PW_TP1_W, PW_TP1_B,		/* (A, TP_IN), (A) */
+	PW_TP2_W, PW_TP2_B,		/* (1, A), (1) */
+	POLICY_NUM_TENSORS
+};
+
+struct policy_tensor_info {
+	const char *name;
+	int rows;
+	int cols;			/* 1 for a bias vector */
+};
+
+/* Name and shape of tensor @t. */
+const struct policy_tensor_info *policy_tensor_info(enum policy_tensor t);
+
+struct policy_net {
+	size_t num_params;
+	float *params;			/* arena: every tensor, in enum order */
+	float *grads;			/* same layout; NULL until training */
+	float *adam_m;
+	float *adam_v;
+	long adam_t;
+	size_t offset[POLICY_NUM_TENSORS];
+};
+
+/* One decision, as the network sees it. */
+struct policy_decision {
+	uint8_t head;			/* enum policy_head */
+	uint8_t action;			/* chosen candidate */
+	uint8_t slot;			/* TP head: the chosen type's slot */
+	uint8_t forced;			/* not drawn from the policy: no PPO term */
+	uint32_t mask;			/* bit c: candidate c allowed */
+	float old_logp;			/* log-probability when it was drawn */
+	float x[POLICY_STATE_DIM];
+};
+
+/* Per-thread activations for up to @cap decisions (llm.c's acts arena). */
+struct policy_work {
+	int cap;
+	float *memory;
+	float *film_h;		/* (N, FH)  FiLM hidden, post-ReLU */
+	float *film;		/* (N, FILM_OUT) */
+	float *bb1;		/* (N, H) pre-FiLM */
+	float *h1;		/* (N, H) post FiLM + ReLU */
+	float *bb2;		/* (N, H) */
+	float *z;		/* (N, H) backbone output */
+	float *head_in;		/* (N * C, TP_IN) candidate rows */
+	float *head_pre;	/* (N * C, A) pre-FiLM */
+	float *head_h;		/* (N * C, A) post FiLM + ReLU */
+	float *logits;		/* (N, MAX_CANDS), -inf where masked */
+	float *scores;		/* (N * C) device and TP scores */
+	/* backward scratch, same shapes */
+	float *d_film_h, *d_film, *d_bb1, *d_h1, *d_bb2, *d_z;
+	float *d_head_in, *d_head_pre, *d_head_h;
+	float *d_logits;
+	float *d_scores;
+	int *row_dec;		/* (N * C) candidate row -> decision */
+	int *row_of;		/* (N) decision -> its first candidate row */
+	int head_start[POLICY_NUM_HEADS];	/* first row of each head */
+	int head_count[POLICY_NUM_HEADS];	/* rows of each head */
+};
+
+int policy_net_init(struct policy_net *net, uint64_t seed);
+int policy_net_enable_training(struct policy_net *net);
+void policy_net_fini(struct policy_net *net);
+float *policy_net_tensor(struct policy_net *net, enum policy_tensor t);
+float *policy_net_grad(struct policy_net *net, enum policy_tensor t);
+
+int policy_work_init(struct policy_work *w, int cap);
+void policy_work_fini(struct policy_work *w);
+
+/* Number of candidates a head scores. */
+int policy_head_cands(enum policy_head head);
+
+/*
+ * policy_net_forward() - logits of @n decisions into @w->logits (row r at
+ * r * POLICY_MAX_CANDS), masked candidates at -INFINITY.
+ */
+void policy_net_forward(const struct policy_net *net, struct policy_work *w,
+			const struct policy_decision *d, int n);
+
+/*
+ * policy_net_backward() - given d(loss)/d(logits) in @w->d_logits (from the
+ * last forward on the same @d, @n), accumulate (+=) into @grads (the
+ * arena layout of net->params).
+ */
+void policy_net_backward(const struct policy_net *net, struct policy_work *w,
+			 const struct policy_decision *d, int n, float *grads);
+
+/* Adam step on net->params from net->grads; grads are left untouched. */
+/* Keep a threaded BLAS to one thread: our callers parallelize above it. */
+void policy_blas_single_thread(void);
+
+void policy_net_adam(struct policy_net *net, float lr, float beta1, float beta2,
+		     float eps, float weight_decay);
+
+/* Softmax over the allowed candidates of row @logits; log-probs to @logp. */
+void policy_log_softmax(const float *logits, uint32_t mask, int ncand,
+			float *logp);
+
+/* ---------------------------------------------------------------------
+ * The loss (loss.c): PPO-clipped GRPO surrogate, entropy bonus and
+ * self-imitation over a batch of decisions.
+ * ------------------------------------------------------------------- */
+
+struct policy_loss_row {
+	float advantage;		/* group-normalized advantage of the rollout */
+	float entropy_weight;		/* entropy coefficient / decisions in step */
+	float imitation_weight;		/* > 0: self-imitation row */
+	float scale;			/* 1 / rollouts in the batch */
+};
+
+struct policy_loss_opts {
+	float clip;			/* PPO epsilon */
+};
+
+/*
+ * policy_loss() - loss of @n decisions from the logits of the last
+ * forward; writes d(loss)/d(logits) to @w->d_logits and returns the loss.
+ */
+float policy_loss(struct policy_work *w, const struct policy_decision *d,
+		  const struct policy_loss_row *rows, int n,
+		  const struct policy_loss_opts *opts);
+
+/* ---------------------------------------------------------------------
+ * Weights in safetensors format (weights.c).
+ * ------------------------------------------------------------------- */
+
+struct policy_meta {
+	char model[COSTMODEL_NAME_MAX];
+	int feature_version;
+	unsigned long seed;
+	long episodes;
+	char command[512];
+};
+
+/* Write @net (params only) to @path atomically with @meta. */
+int policy_weights_save(const struct policy_net *net,
+			const struct policy_meta *meta, const char *path);
+/*
+ * policy_weights_load() - read @path into an initialized @net; every
+ * field is checked (header length, JSON, dtypes, shapes, offsets, the
+ * feature version) and a failure names what is wrong.  @meta may be NULL.
+ */
+int policy_weights_load(struct policy_net *net, struct policy_meta *meta,
+			const char *path);
+/* Same, from a buffer (tests feed corrupted bytes through it). */
+int policy_weights_parse(struct policy_net *net, struct policy_meta *meta,
+			 const unsigned char *buf, size_t len, const char *what);
+
+/* ---------------------------------------------------------------------
+ * Random numbers: splitmix64-seeded xoshiro256** (rng.c), one per thread.
+ * ------------------------------------------------------------------- */
+
+struct policy_rng {
+	uint64_t s[4];
+};
+
+void policy_rng_seed(struct policy_rng *r, uint64_t seed, uint64_t stream);
+uint64_t policy_rng_next(struct policy_rng *r);
+double policy_rng_uniform(struct policy_rng *r);	/* [0, 1) */
+int policy_rng_below(struct policy_rng *r, int n);	/* [0, n) */
+float policy_rng_normal(struct policy_rng *r);
+
+/* ---------------------------------------------------------------------
+ * Parallel tasks (par.c): task i on thread i mod @threads (< 64), the
+ * caller's thread included, so results never depend on scheduling.
+ * ------------------------------------------------------------------- */
+
+typedef void (*policy_task_f)(void *ctx, int thread, int task);
+
+void policy_parallel(policy_task_f fn, void *ctx, int n, int threads);
+
+/* ---------------------------------------------------------------------
+ * Environment: one composition seen by the policy (env.c).
+ * ------------------------------------------------------------------- */
+
+/* What never changes during a construction on one composition. */
+struct policy_env {
+	const struct costmodel *cm;
+	const struct costmodel_cluster *cl;
+	int nslots;			/* GPU types present */
+	int slot_type[POLICY_SLOTS];	/* slot -> costmodel GPU type */
+	int type_slot[COSTMODEL_MAX_GPU_TYPES];	/* type -> slot or -1 */
+	int gpus;			/* all GPUs of the cluster */
+	int type_gpus[POLICY_SLOTS];
+	int type_nodes[POLICY_SLOTS];
+	int blocks;			/* layers a pipeline must hold */
+	double capacity[POLICY_SLOTS][POLICY_NUM_TP];	/* layers one stage can hold at depth 1 */
+	double speed[POLICY_SLOTS][POLICY_NUM_TP];	/* costmodel_stage_speed(), cached */
+	int largest_node[POLICY_SLOTS];	/* GPUs of the type's largest node */
+	double reference;		/* optimistic samples/s: reward scale */
+	float type_static[POLICY_SLOTS][POLICY_TYPE_FEATURES];
+	float comp[POLICY_COMP_FEATURES];
+	int max_tp;			/* largest TP any node admits */
+};
+
+int policy_env_init(struct policy_env *env, const struct costmodel *cm,
+		    const struct costmodel_cluster *cl);
+
+/* The TP degree of index @k (1, 2, 4, 8). */
+static inline int policy_tp_of(int k)
+{
+	return 1 << k;
+}
+
+/*
+ * Layers a stage of (@slot, TP index @k) can hold when it is stage @stage
+ * of @depth and its type has @free GPUs left (MoE experts tile over them).
+ */
+double policy_env_stage_capacity(const struct policy_env *env, int slot, int k,
+				 int stage, int depth, int free);
+
+/* ---------------------------------------------------------------------
+ * Construction (construct.c): Algorithm 1 on one composition.
+ * ------------------------------------------------------------------- */
+
+/*
+ * A template under construction.  The masks track one replica of the
+ * chosen stages against per-type histograms of free GPUs a node (the
+ * pool's free_hist), which is all that node packing depends on.
+ */
+struct policy_partial {
+	struct costmodel_shape shape;	/* stages chosen so far in shape.depth */
+	int target_depth;
+	int hist[POLICY_SLOTS][COSTMODEL_MAX_NODE_GPUS + 1];	/* nodes by free GPUs */
+	int free[POLICY_SLOTS];
+	int claimed[POLICY_SLOTS];
+	double held;			/* layers the chosen stages can hold */
+};
+
+struct policy_episode {
+	const struct policy_env *env;
+	struct costmodel_pool pool;
+	struct costmodel_plan *plan;
+	struct costmodel_plan *best;	/* best plan seen (a prefix may win) */
+	int step;
+	double throughput;		/* samples/s of the plan so far */
+	struct policy_partial part;
+	bool relax_memory;		/* the memory estimate refused every depth */
+	long plans_priced;
+	/* scratch for the exact check of an MoE template's last stage */
+	struct costmodel_pool *trial_pool;
+	struct costmodel_plan *trial_plan;
+};
+
+int policy_episode_init(struct policy_episode *ep, const struct policy_env *env);
+void policy_episode_fini(struct policy_episode *ep);
+int policy_episode_reset(struct policy_episode *ep);
+
+/* The state vector for the next decision of @head. */
+void policy_state_build(const struct policy_episode *ep, enum policy_head head,
+			int slot, float *x);
+
+/* Masks (bit c allowed) for the next decision; 0 means none is allowed. */
+uint32_t policy_mask_depth(const struct policy_episode *ep);
+uint32_t policy_mask_device(const struct policy_episode *ep);
+uint32_t policy_mask_tp(const struct policy_episode *ep, int slot);
+
+/* Take the stage (@slot, TP index @k) into the template under construction. */
+void policy_partial_push(struct policy_episode *ep, int slot, int k);
+void policy_partial_begin(struct policy_episode *ep, int depth);
+
+/* How a construction draws its decisions. */
+enum policy_draw {
+	POLICY_DRAW_GREEDY,		/* argmax */
+	POLICY_DRAW_SAMPLE,		/* from the softmax */
+};
+
+struct policy_rollout_opts {
+	enum policy_draw draw;
+	double forced_depth_p;		/* probability of a uniform feasible depth per step */
+	bool uniform_devices;		/* draw GPU types uniformly */
+	float temperature;		/* sampling temperature (1: the policy) */
+	bool record;			/* keep decisions for training */
+};
+
+/* One rollout's outcome and, when recorded, its decisions. */
+struct policy_trace {
+	struct policy_decision *dec;	/* [ndec], owned */
+	uint8_t *dec_step;		/* [ndec] step of each decision */
+	int ndec;
+	int cap;
+	int decisions_in_step[POLICY_MAX_STEPS];
+	int nsteps;
+	float rewards[POLICY_MAX_STEPS];	/* throughput deltas / reference */
+	float ret;			/* sum of rewards */
+	double throughput;		/* samples/s of the best prefix plan */
+	int first_depth;
+	struct costmodel_shape shapes[POLICY_MAX_STEPS];	/* templates placed, in order */
+	int nshapes;
+	int best_nshapes;		/* templates of the best prefix */
+};
+
+void policy_trace_fini(struct policy_trace *tr);
+void policy_trace_clear(struct policy_trace *tr);
+
+#define POLICY_INFEASIBLE_PENALTY	0.5f	/* delta of Eq. (1), in reference units */
+
+/*
+ * policy_rollout() - one construction on @ep (reset first).  Leaves the
+ * final plan in ep->plan and, with @opts->record, the decisions in @tr.
+ */
+int policy_rollout(struct policy_episode *ep, const struct policy_net *net,
+		   struct policy_work *w, struct policy_rng *rng,
+		   const struct policy_rollout_opts *opts,
+		   struct policy_trace *tr);
+
+/* ---------------------------------------------------------------------
+ * Inference (arachne.c) and training (train.c).
+ * ------------------------------------------------------------------- */
+
+/* The planner "arachne": what policy_plan() calls. */
+int planner_arachne(const struct policy_request *req,
+			struct costmodel_plan **planp);
+
+/*
+ * policy_default_path() - the shipped weights for @cm's model:
+ * profiles/policies/<model>.safetensors, else the model it borrows from
+ * (qwen3-64b -> qwen3-32b), else one of its kind (dense or MoE).
+ * -AR_ENOTFOUND when none exists.
+ */
+int policy_default_path(const struct costmodel *cm, char *buf, size_t len);
+
+/*
+ * Re-fill a plan from a list of shapes in order; the throughput of the
+ * result in *@thr (0 when the first does not fit).  Shapes that do not fit
+ * are skipped.
+ */
+int policy_shapes_evaluate(const struct costmodel *cm,
+			   const struct costmodel_cluster *cl,
+			   const struct costmodel_shape *shapes, int n,
+			   struct costmodel_plan **planp, double *thr,
+			   struct costmodel_pool *pool_out);
+
+/* Load the weights for @req (its path or the shipped default) into @net. */
+int policy_net_load_for(struct policy_net *net, const struct costmodel *cm,
+			const char *path);
+
+struct policy_train_opts {
+	const char *model;
+	const char *clusters_dir;	/* evaluation compositions to avoid; may be NULL */
+	long episodes;			/* updates of the policy */
+	unsigned long seed;
+	int threads;
+	int compositions;		/* training compositions generated */
+	int group;			/* rollouts per composition and update */
+	int batch;			/* compositions per update */
+	const char *out;
+	const char *command;		/* recorded in the metadata */
+	bool quiet;
+	long checkpoint_every;		/* 0: none */
+	const char *init;		/* start from these weights; NULL: random */
+	/* tests: train on these compositions instead of generated ones */
+	const struct costmodel_cluster *const *fixed;
+	int nfixed;
+};
+
+struct policy_train_result {
+	double first_mean;		/* mean normalized throughput, first 10% of updates */
+	double last_mean;		/* the same, last 10% */
+	double best;
+	double elapsed_s;
+};
+
+int policy_train(const struct costmodel *cm, const struct policy_train_opts *opts,
+		 struct policy_train_result *res);
+
+/* Training and tests: a random composition of the model's profiled types. */
+struct policy_compose_opts {
+	int min_types, max_types;
+	int min_gpus, max_gpus;
+};
+
+struct costmodel_cluster *policy_compose_random(const struct costmodel *cm,
+						struct policy_rng *rng,
+						const struct policy_compose_opts *o);
+void policy_compose_free(struct costmodel_cluster *cl);
+/* True when @a and @b hold the same node multiset (type, GPUs a node). */
+bool policy_compose_equal(const struct costmodel_cluster *a,
+			  const struct costmodel_cluster *b);
+
+#endif /* AR_ARACHNE_PRIVATE_H */

@@ -1,0 +1,27 @@
+/*
+ * fixture.h - a synthetic profiles tree for the learned planner's tests:
+ * three GPU types and two models heavy enough that memory, node sizes and
+ * GPU counts all limit what a template may be.
+ *
+ *   big:   80 GiB, 1000 TFLOPS, nodes of up to 8
+ *   mid:   48 GiB,  400 TFLOPS, nodes of up to 8
+ *   small: 24 GiB,  150 TFLOPS, nodes of up to 4
+ *
+ *   "dense": 12 blocks of 1 GiB of BF16 weights (8 GiB of state at TP 1)
+ *   "moe":   12 MoE blocks, 8 experts top-2, 3 GiB of expert weights
+ *   "huge":  "dense" with 64 GiB of weights a block: fits nowhere
+ */
+#ifndef AR_POLICY_TEST_FIXTURE_H
+#define AR_POLICY_TEST_FIXTURE_H
+
+#include "costmodel.h"
+
+/* Create the tree in a new temporary directory; returns its path (owned). */
+char *pfix_create(void);
+void pfix_destroy(char *dir);
+struct costmodel *pfix_load(const char *dir, const char *model);
+/* A cluster from JSON text; fails the test on error. */
+struct costmodel_cluster *pfix_cluster(const struct costmodel *cm,
+				       const char *json);
+
+#endif

@@ -1,0 +1,252 @@
+/*
+ * test/masks.c - the feasibility masks, as a property over random
+ * clusters: walking a construction by uniformly random allowed actions,
+ *   - STOP is refused until a template stands; an allowed depth leaves a
+ *     GPU for every stage; an allowed GPU type has free GPUs; an allowed TP
+ *     degree fits a free node of its type after the stages before it;
+ *   - no allowed action leads to a stage where nothing is allowed, except
+ *     an MoE template's last stage, where the fill itself is asked (its
+ *     experts tile over replicas only the fill knows) and may refuse all;
+ *   - every template so built packs (costmodel_fill_replicas() >= 1) and
+ *     the fill places it.
+ * Also: a model that fits nowhere makes the planner say so.
+ */
+#define AR_INTERNAL 1
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ar.h"
+#include "arachne_private.h"
+#include "fixture.h"
+
+#define CLUSTERS 120
+#define WALKS 4
+
+static char *dir;
+
+static int setup(void **state)
+{
+	dir = pfix_create();
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	pfix_destroy(dir);
+	return 0;
+}
+
+static int largest_free(const int *hist)
+{
+	for (int c = COSTMODEL_MAX_NODE_GPUS; c > 0; c--)
+		if (hist[c] > 0)
+			return c;
+	return 0;
+}
+
+static int pick(struct policy_rng *rng, uint32_t mask)
+{
+	int n = __builtin_popcount(mask), i = policy_rng_below(rng, n);
+
+	for (int c = 0; c < 32; c++)
+		if ((mask & (1u << c)) && i-- == 0)
+			return c;
+	return -1;
+}
+
+struct tally {
+	long templates;
+	long placed;
+	long decisions;
+	long dead_ends;
+};
+
+/* One random walk of masked-in actions over @ep; checks every invariant. */
+static void walk(struct policy_episode *ep, struct policy_rng *rng,
+		 struct tally *t)
+{
+	const struct policy_env *env = ep->env;
+
+	assert_int_equal(policy_episode_reset(ep), 0);
+	while (ep->step < POLICY_MAX_STEPS) {
+		uint32_t dmask = policy_mask_depth(ep);
+		int free_total = 0, depth, rc, reps;
+
+		for (int s = 0; s < env->nslots; s++)
+			free_total += ep->pool.free_by_type[env->slot_type[s]];
+		if (ep->step == 0)
+			assert_false(dmask & 1u);	/* no STOP before a template */
+		for (int d = 1; d <= POLICY_DMAX; d++)
+			if (dmask & (1u << d))
+				assert_true(d <= free_total);
+		if ((dmask & ~1u) == 0)
+			return;
+		depth = pick(rng, dmask & ~1u);
+		policy_partial_begin(ep, depth);
+		for (int j = 0; j < depth; j++) {
+			uint32_t gmask = policy_mask_device(ep), tmask;
+			int slot, k;
+
+			t->decisions++;
+			if (!gmask) {
+				/* only where the exact MoE check refused every last stage */
+				assert_true(costmodel_model(env->cm)->experts > 0);
+				assert_int_equal(j, depth - 1);
+				t->dead_ends++;
+				return;
+			}
+			for (int s = 0; s < POLICY_SLOTS; s++)
+				if (gmask & (1u << s)) {
+					assert_true(s < env->nslots);
+					assert_true(ep->part.free[s] > 0);
+				}
+			slot = pick(rng, gmask);
+			tmask = policy_mask_tp(ep, slot);
+			assert_int_not_equal(tmask, 0);
+			for (int k2 = 0; k2 < POLICY_NUM_TP; k2++)
+				if (tmask & (1u << k2))
+					assert_true(policy_tp_of(k2) <=
+						    largest_free(ep->part.hist[slot]));
+			k = pick(rng, tmask);
+			policy_partial_push(ep, slot, k);
+		}
+		reps = costmodel_fill_replicas(env->cm, &ep->pool, &ep->part.shape);
+		assert_true(reps >= 1);
+		t->templates++;
+		rc = costmodel_fill_add(env->cm, env->cl, &ep->pool, ep->plan,
+					&ep->part.shape, NULL);
+		if (rc < 0)
+			print_message("# the fill refused a masked-in template: %s\n",
+				      ar_errmsg());
+		assert_int_equal(rc, 0);
+		t->placed++;
+		ep->step++;
+	}
+}
+
+static void property(const char *model)
+{
+	struct costmodel *cm = pfix_load(dir, model);
+	struct policy_compose_opts co = { .min_types = 1, .max_types = 3,
+					  .min_gpus = 4, .max_gpus = 256 };
+	struct policy_rng rng;
+	struct tally t = { 0 };
+	int usable = 0;
+
+	policy_rng_seed(&rng, 2024, 1);
+	for (int i = 0; i < CLUSTERS; i++) {
+		struct costmodel_cluster *cl = policy_compose_random(cm, &rng, &co);
+		struct policy_episode ep;
+		struct policy_env env;
+
+		assert_non_null(cl);
+		assert_int_equal(policy_env_init(&env, cm, cl), 0);
+		assert_int_equal(policy_episode_init(&ep, &env), 0);
+		if (policy_mask_depth(&ep))
+			usable++;
+		for (int w = 0; w < WALKS; w++)
+			walk(&ep, &rng, &t);
+		policy_episode_fini(&ep);
+		policy_compose_free(cl);
+	}
+	print_message("# %s: %d of %d clusters hold the model; %ld templates, %ld decisions, %ld dead ends\n",
+		      model, usable, CLUSTERS, t.templates, t.decisions, t.dead_ends);
+	assert_true(t.dead_ends <= t.templates / 3);
+	/* the property must have been exercised, not vacuously true */
+	assert_true(usable > CLUSTERS / 2);
+	assert_true(t.templates > CLUSTERS);
+	costmodel_destroy(cm);
+}
+
+static void test_masks_dense(void **state)
+{
+	property("dense");
+}
+
+static void test_masks_moe(void **state)
+{
+	property("moe");
+}
+
+/* Small GPUs only: TP 1 stages cannot hold two blocks, so depth is bounded below. */
+static void test_masks_memory_bound(void **state)
+{
+	struct costmodel *cm = pfix_load(dir, "dense");
+	struct costmodel_cluster *cl = pfix_cluster(cm,
+		"{\"name\":\"s\",\"nodes\":[{\"gpu\":\"small\",\"gpus_per_node\":1,\"count\":64}]}");
+	struct policy_episode ep;
+	struct policy_env env;
+	uint32_t mask;
+
+	assert_int_equal(policy_env_init(&env, cm, cl), 0);
+	assert_int_equal(policy_episode_init(&ep, &env), 0);
+	mask = policy_mask_depth(&ep);
+	/* 8 GiB of state a block on 24 GiB GPUs: 2 blocks a stage at most */
+	for (int d = 1; d <= 6; d++)
+		assert_false(mask & (1u << d));
+	assert_true(mask & (1u << 12));
+	/* a stage holds one block at least: no deeper than the 12 blocks */
+	for (int d = 13; d <= POLICY_DMAX; d++)
+		assert_false(mask & (1u << d));
+	/* every node has one GPU: only TP 1 */
+	policy_partial_begin(&ep, 12);
+	assert_int_equal(policy_mask_tp(&ep, 0), 1u);
+	policy_episode_fini(&ep);
+	costmodel_cluster_free(cl);
+	costmodel_destroy(cm);
+}
+
+static void test_infeasible_model(void **state)
+{
+	struct costmodel *cm = pfix_load(dir, "huge");
+	struct costmodel_cluster *cl = pfix_cluster(cm,
+		"{\"name\":\"h\",\"nodes\":[{\"gpu\":\"big\",\"gpus_per_node\":8,\"count\":2}]}");
+	struct policy_episode ep;
+	struct policy_env env;
+	struct policy_net net;
+	struct policy_work w;
+	struct policy_rng rng;
+	struct policy_trace tr = { 0 };
+	struct policy_rollout_opts opts = { .draw = POLICY_DRAW_GREEDY,
+					    .temperature = 1.0f };
+	int rc;
+
+	assert_int_equal(policy_env_init(&env, cm, cl), 0);
+	assert_int_equal(policy_episode_init(&ep, &env), 0);
+	assert_int_equal(policy_mask_depth(&ep), 0);
+	assert_int_equal(policy_net_init(&net, 1), 0);
+	assert_int_equal(policy_work_init(&w, 1), 0);
+	policy_rng_seed(&rng, 1, 1);
+	rc = policy_rollout(&ep, &net, &w, &rng, &opts, &tr);
+	/* the fill has the last word: the first template is refused, -delta */
+	assert_true(rc == 0 || rc == -AR_EINFEASIBLE);
+	assert_true(tr.throughput == 0.0);
+	if (rc == 0)
+		assert_float_equal(tr.rewards[0], -POLICY_INFEASIBLE_PENALTY, 1e-6);
+	policy_trace_fini(&tr);
+	policy_work_fini(&w);
+	policy_net_fini(&net);
+	policy_episode_fini(&ep);
+	costmodel_cluster_free(cl);
+	costmodel_destroy(cm);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_masks_dense),
+		cmocka_unit_test(test_masks_moe),
+		cmocka_unit_test(test_masks_memory_bound),
+		cmocka_unit_test(test_infeasible_model),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,637 @@
+/*
+ * train.c - training one policy across compositions (§5.5).
+ *
+ * One update ("episode" on the command line):
+ *   1. draw a batch of training compositions; on each run a group of
+ *      rollouts in parallel threads.  One rollout per group draws its GPU
+ *      types uniformly; the others are forced, with a probability that
+ *      decays from 0.8 to 0.25 over training, to a uniform feasible depth.
+ *   2. advantages: each rollout's return against its own group (GRPO),
+ *      so compositions of any scale weigh alike; no value network.
+ *   3. per composition, the gradient of the PPO clipped surrogate plus an
+ *      entropy bonus per decision (divided by the decisions of its step),
+ *      plus, at a fixed interval, self-imitation of the best plans in the
+ *      composition's replay buffers (one per first depth).
+ *   4. PCGrad: where two compositions' gradients conflict, each loses its
+ *      component along the other; the sum takes an Adam step.
+ * Every random draw comes from generators seeded by (seed, what, where),
+ * and per-composition gradients are summed in a fixed order, so a seed
+ * reproduces a run whatever the thread count.
+ */
+#define AR_INTERNAL 1
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ar.h"
+#include "arachne_private.h"
+
+#define PPO_EPOCHS		2
+#define PPO_CLIP		0.2f
+#define LEARNING_RATE		1e-3f
+#define ENTROPY_COEF		0.01f
+#define GRAD_CLIP		1.0
+#define SIL_EVERY		4	/* self-imitation every N updates */
+#define SIL_WEIGHT		0.5f
+#define SIL_KEEP		0.9	/* imitate entries within 10% of the best */
+#define FORCE_START		0.8
+#define FORCE_END		0.25
+#define MAX_EVAL_CLUSTERS	256
+
+/* The best rollout seen for one (composition, first depth). */
+struct sil_entry {
+	struct policy_decision *dec;
+	int ndec;
+	float ret;
+};
+
+struct comp {
+	struct costmodel_cluster *cl;	/* owned when generated */
+	bool owned;
+	struct policy_env env;
+	struct sil_entry sil[POLICY_DMAX + 1];
+	float best_ret;
+};
+
+struct trainer {
+	const struct costmodel *cm;
+	const struct policy_train_opts *o;
+	struct policy_net net;
+	struct comp *comps;
+	int ncomps;
+	int threads;
+	/* this update */
+	long update;
+	double force_p;
+	int *batch;			/* [batch] composition indices */
+	struct policy_trace *traces;	/* [batch * group] */
+	int *trace_rc;
+	float *adv;			/* [batch * group] */
+	bool sil_now;
+	float **grads;			/* [batch] per-composition gradients */
+	struct policy_work *work;	/* [threads] */
+	struct policy_decision **rows_dec;	/* [threads] batch buffers */
+	struct policy_loss_row **rows_loss;
+	int *rows_cap;
+	float *losses;			/* [batch] */
+};
+
+/* ---------------------------------------------------------------------
+ * Compositions.
+ * ------------------------------------------------------------------- */
+
+/* Evaluation-grid compositions under @dir, so training can avoid them. */
+static int eval_clusters_load(const struct costmodel *cm, const char *dir,
+			      struct costmodel_cluster **out, int max)
+{
+	struct dirent **names = NULL;
+	int n, count = 0;
+
+	if (!dir)
+		return 0;
+	n = scandir(dir, &names, NULL, alphasort);
+	if (n < 0)
+		return 0;	/* no grid: nothing to avoid */
+	for (int i = 0; i < n; i++) {
+		size_t len = strlen(names[i]->d_name);
+		char path[4096];
+
+		if (count < max && len > 5 &&
+		    strcmp(names[i]->d_name + len - 5, ".json") == 0) {
+			snprintf(path, sizeof(path), "%s/%s", dir, names[i]->d_name);
+			if (costmodel_cluster_load(cm, path, &out[count]) == 0)
+				count++;
+		}
+		free(names[i]);
+	}
+	free(names);
+	return count;
+}
+
+/* A composition the model can be planned on at all. */
+static bool comp_usable(struct comp *c)
+{
+	struct policy_episode ep;
+	bool ok;
+
+	if (policy_env_init(&c->env, c->env.cm, c->cl) < 0)
+		return false;
+	if (policy_episode_init(&ep, &c->env) < 0)
+		return false;
+	ok = policy_mask_depth(&ep) != 0;
+	policy_episode_fini(&ep);
+	return ok;
+}
+
+static int comps_build(struct trainer *tr)
+{
+	const struct policy_train_opts *o = tr->o;
+	struct costmodel_cluster *grid[MAX_EVAL_CLUSTERS];
+	struct policy_compose_opts co = { .min_types = 2, .max_types = 4,
+					  .min_gpus = 16, .max_gpus = 1024 };
+	struct policy_rng rng;
+	int ngrid, want, tries = 0;
+
+	want = o->nfixed > 0 ? o->nfixed : o->compositions;
+	tr->comps = calloc(want, sizeof(*tr->comps));
+	if (!tr->comps)
+		return -ENOMEM;
+	if (o->nfixed > 0) {
+		for (int i = 0; i < o->nfixed; i++) {
+			struct comp *c = &tr->comps[tr->ncomps];
+
+			c->cl = (struct costmodel_cluster *)o->fixed[i];
+			c->env.cm = tr->cm;
+			if (!comp_usable(c))
+				return ar_seterr(-AR_EINFEASIBLE,
+						 "training composition %d cannot hold the model",
+						 i);
+			tr->ncomps++;
+		}
+		return 0;
+	}
+
+	ngrid = eval_clusters_load(tr->cm, o->clusters_dir, grid, MAX_EVAL_CLUSTERS);
+	policy_rng_seed(&rng, o->seed, 0xc0);
+	while (tr->ncomps < want && tries++ < 100 * want) {
+		struct comp *c = &tr->comps[tr->ncomps];
+		bool dup = false;
+
+		c->cl = policy_compose_random(tr->cm, &rng, &co);
+		if (!c->cl)
+			break;
+		c->owned = true;
+		for (int g = 0; g < ngrid && !dup; g++)
+			dup = policy_compose_equal(c->cl, grid[g]);
+		for (int i = 0; i < tr->ncomps && !dup; i++)
+			dup = policy_compose_equal(c->cl, tr->comps[i].cl);
+		c->env.cm = tr->cm;
+		if (dup || !comp_usable(c)) {
+			policy_compose_free(c->cl);
+			memset(c, 0, sizeof(*c));
+			continue;
+		}
+		tr->ncomps++;
+	}
+	for (int g = 0; g < ngrid; g++)
+		costmodel_cluster_free(grid[g]);
+	if (tr->ncomps == 0)
+		return ar_seterr(-AR_EINFEASIBLE,
+				 "no generated composition can hold model %s",
+				 costmodel_model(tr->cm)->name);
+	return 0;
+}
+
+/* ---------------------------------------------------------------------
+ * Rollouts of one update.
+ * ------------------------------------------------------------------- */
+
+static void rollout_task(void *p, int thread, int i)
+{
+	struct trainer *tr = p;
+	int group = tr->o->group, b = i / group, g = i % group;
+	struct comp *c = &tr->comps[tr->batch[b]];
+	struct policy_rollout_opts opts = {
+		.draw = POLICY_DRAW_SAMPLE,
+		.temperature = 1.0f,
+		.record = true,
+		.forced_depth_p = g == 0 ? 0.0 : tr->force_p,
+		.uniform_devices = g == 0,
+	};
+	struct policy_episode ep;
+	struct policy_rng rng;
+	int rc;
+
+	policy_rng_seed(&rng, tr->o->seed,
+			((uint64_t)tr->update << 20) ^ ((uint64_t)b << 10) ^ g ^
+			0x5eed000000000000ULL);
+	rc = policy_episode_init(&ep, &c->env);
+	if (rc == 0) {
+		rc = policy_rollout(&ep, &tr->net, &tr->work[thread], &rng, &opts,
+				    &tr->traces[i]);
+		policy_episode_fini(&ep);
+	}
+	tr->trace_rc[i] = rc;
+}
+
+/* ---------------------------------------------------------------------
+ * Gradients.
+ * ------------------------------------------------------------------- */
+
+static int rows_reserve(struct trainer *tr, int thread, int n)
+{
+	if (n <= tr->rows_cap[thread])
+		return 0;
+	free(tr->rows_dec[thread]);
+	free(tr->rows_loss[thread]);
+	policy_work_fini(&tr->work[thread]);
+	tr->rows_dec[thread] = malloc(n * sizeof(struct policy_decision));
+	tr->rows_loss[thread] = malloc(n * sizeof(struct policy_loss_row));
+	if (!tr->rows_dec[thread] || !tr->rows_loss[thread] ||
+	    policy_work_init(&tr->work[thread], n) < 0) {
+		tr->rows_cap[thread] = 0;
+		return -ENOMEM;
+	}
+	tr->rows_cap[thread] = n;
+	return 0;
+}
+
+/* Gradient of composition @b's loss into tr->grads[b]. */
+static void grad_task(void *p, int thread, int b)
+{
+	struct trainer *tr = p;
+	int group = tr->o->group, n = 0, cap = 0;
+	struct comp *c = &tr->comps[tr->batch[b]];
+	struct policy_loss_opts lo = { .clip = PPO_CLIP };
+	int sil_n = 0;
+	struct policy_decision *dec;
+	struct policy_loss_row *rows;
+
+	memset(tr->grads[b], 0, tr->net.num_params * sizeof(float));
+	tr->losses[b] = 0.0f;
+	for (int g = 0; g < group; g++)
+		if (tr->trace_rc[b * group + g] == 0)
+			cap += tr->traces[b * group + g].ndec;
+	if (tr->sil_now)
+		for (int d = 0; d <= POLICY_DMAX; d++)
+			if (c->sil[d].dec && c->sil[d].ret >= SIL_KEEP * c->best_ret) {
+				cap += c->sil[d].ndec;
+				sil_n++;
+			}
+	if (cap == 0 || rows_reserve(tr, thread, cap) < 0)
+		return;
+	dec = tr->rows_dec[thread];
+	rows = tr->rows_loss[thread];
+
+	for (int g = 0; g < group; g++) {
+		const struct policy_trace *t = &tr->traces[b * group + g];
+
+		if (tr->trace_rc[b * group + g] < 0)
+			continue;
+		for (int i = 0; i < t->ndec; i++) {
+			int per_step = t->decisions_in_step[t->dec_step[i]];
+
+			dec[n] = t->dec[i];
+			rows[n] = (struct policy_loss_row){
+				.advantage = tr->adv[b * group + g],
+				.entropy_weight = ENTROPY_COEF / (per_step ? per_step : 1),
+				.scale = 1.0f / group,
+			};
+			n++;
+		}
+	}
+	if (tr->sil_now)
+		for (int d = 0; d <= POLICY_DMAX; d++) {
+			const struct sil_entry *e = &c->sil[d];
+
+			if (!e->dec || e->ret < SIL_KEEP * c->best_ret)
+				continue;
+			for (int i = 0; i < e->ndec; i++) {
+				dec[n] = e->dec[i];
+				rows[n] = (struct policy_loss_row){
+					.imitation_weight = SIL_WEIGHT,
+					.scale = 1.0f / (sil_n * e->ndec),
+				};
+				n++;
+			}
+		}
+	policy_net_forward(&tr->net, &tr->work[thread], dec, n);
+	tr->losses[b] = policy_loss(&tr->work[thread], dec, rows, n, &lo);
+	policy_net_backward(&tr->net, &tr->work[thread], dec, n, tr->grads[b]);
+}
+
+static double dot(const float *a, const float *b, size_t n)
+{
+	double s = 0.0;
+
+	for (size_t i = 0; i < n; i++)
+		s += (double)a[i] * b[i];
+	return s;
+}
+
+/*
+ * PCGrad (Yu et al.): for each composition's gradient, in turn against the
+ * others in a fixed rotation, remove the component along any it conflicts
+ * with.  The projected gradients are averaged into net->grads.
+ */
+static void pcgrad_combine(struct trainer *tr, int nb)
+{
+	size_t P = tr->net.num_params;
+	float *proj = malloc(P * sizeof(float));
+	double norm2[64];
+	double total = 0.0;
+
+	memset(tr->net.grads, 0, P * sizeof(float));
+	if (!proj)
+		return;
+	for (int j = 0; j < nb; j++)
+		norm2[j] = dot(tr->grads[j], tr->grads[j], P);
+	for (int i = 0; i < nb; i++) {
+		memcpy(proj, tr->grads[i], P * sizeof(float));
+		for (int r = 1; r < nb; r++) {
+			int j = (i + r) % nb;
+			double d;
+
+			if (norm2[j] <= 0.0)
+				continue;
+			d = dot(proj, tr->grads[j], P);
+			if (d < 0.0) {
+				float f = (float)(d / norm2[j]);
+
+				for (size_t p = 0; p < P; p++)
+					proj[p] -= f * tr->grads[j][p];
+			}
+		}
+		for (size_t p = 0; p < P; p++)
+			tr->net.grads[p] += proj[p] / nb;
+	}
+	free(proj);
+	total = sqrt(dot(tr->net.grads, tr->net.grads, P));
+	if (total > GRAD_CLIP)
+		for (size_t p = 0; p < P; p++)
+			tr->net.grads[p] *= (float)(GRAD_CLIP / total);
+}
+
+/* ---------------------------------------------------------------------
+ * Bookkeeping.
+ * ------------------------------------------------------------------- */
+
+static void advantages(struct trainer *tr, int nb)
+{
+	int group = tr->o->group;
+
+	for (int b = 0; b < nb; b++) {
+		double mean = 0.0, var = 0.0;
+		int n = 0;
+
+		for (int g = 0; g < group; g++)
+			if (tr->trace_rc[b * group + g] == 0) {
+				mean += tr->traces[b * group + g].ret;
+				n++;
+			}
+		mean = n ? mean / n : 0.0;
+		for (int g = 0; g < group; g++)
+			if (tr->trace_rc[b * group + g] == 0) {
+				double d = tr->traces[b * group + g].ret - mean;
+
+				var += d * d;
+			}
+		var = n > 1 ? var / (n - 1) : 0.0;
+		for (int g = 0; g < group; g++) {
+			double a = tr->traces[b * group + g].ret - mean;
+
+			tr->adv[b * group + g] = var > 1e-12 ?
+				(float)(a / sqrt(var)) : 0.0f;
+		}
+	}
+}
+
+static int sil_update(struct trainer *tr, int nb)
+{
+	int group = tr->o->group;
+
+	for (int b = 0; b < nb; b++) {
+		struct comp *c = &tr->comps[tr->batch[b]];
+
+		for (int g = 0; g < group; g++) {
+			const struct policy_trace *t = &tr->traces[b * group + g];
+			struct sil_entry *e;
+			struct policy_decision *copy;
+
+			if (tr->trace_rc[b * group + g] < 0 || t->ret <= 0 ||
+			    t->first_depth <= 0)
+				continue;
+			e = &c->sil[t->first_depth];
+			if (e->dec && t->ret <= e->ret)
+				continue;
+			copy = malloc(t->ndec * sizeof(*copy));
+			if (!copy)
+				return -ENOMEM;
+			memcpy(copy, t->dec, t->ndec * sizeof(*copy));
+			free(e->dec);
+			e->dec = copy;
+			e->ndec = t->ndec;
+			e->ret = t->ret;
+			if (t->ret > c->best_ret)
+				c->best_ret = t->ret;
+		}
+	}
+	return 0;
+}
+
+static void progress(const struct trainer *tr, long done, double mean,
+		     double best, double t0)
+{
+	long total = tr->o->episodes;
+	int width = 30, fill = (int)(width * done / (total ? total : 1));
+	char bar[64];
+
+	if (tr->o->quiet)
+		return;
+	for (int i = 0; i < width; i++)
+		bar[i] = i < fill ? '#' : '.';
+	bar[width] = '\0';
+	fprintf(stderr, "\r[%s] episode %ld/%ld  mean %.4f  best %.4f  %.0fs ",
+		bar, done, total, mean, best, ar_now() - t0);
+	if (done == total)
+		fputc('\n', stderr);
+	fflush(stderr);
+}
+
+static int save(const struct trainer *tr, long episodes)
+{
+	struct policy_meta meta = { .feature_version = POLICY_FEATURE_VERSION,
+				    .seed = tr->o->seed, .episodes = episodes };
+
+	snprintf(meta.model, sizeof(meta.model), "%s", costmodel_model(tr->cm)->name);
+	snprintf(meta.command, sizeof(meta.command), "%s",
+		 tr->o->command ? tr->o->command : "");
+	return policy_weights_save(&tr->net, &meta, tr->o->out);
+}
+
+static void trainer_fini(struct trainer *tr)
+{
+	int nb = tr->o->batch, ng = nb * tr->o->group;
+
+	for (int i = 0; i < tr->ncomps; i++) {
+		for (int d = 0; d <= POLICY_DMAX; d++)
+			free(tr->comps[i].sil[d].dec);
+		if (tr->comps[i].owned)
+			policy_compose_free(tr->comps[i].cl);
+	}
+	free(tr->comps);
+	if (tr->traces)
+		for (int i = 0; i < ng; i++)
+			policy_trace_fini(&tr->traces[i]);
+	free(tr->traces);
+	free(tr->trace_rc);
+	free(tr->adv);
+	free(tr->batch);
+	free(tr->losses);
+	if (tr->grads)
+		for (int b = 0; b < nb; b++)
+			free(tr->grads[b]);
+	free(tr->grads);
+	for (int t = 0; t < tr->threads; t++) {
+		if (tr->work)
+			policy_work_fini(&tr->work[t]);
+		if (tr->rows_dec)
+			free(tr->rows_dec[t]);
+		if (tr->rows_loss)
+			free(tr->rows_loss[t]);
+	}
+	free(tr->work);
+	free(tr->rows_dec);
+	free(tr->rows_loss);
+	free(tr->rows_cap);
+	policy_net_fini(&tr->net);
+}
+
+static int trainer_alloc(struct trainer *tr)
+{
+	int nb = tr->o->batch, ng = nb * tr->o->group;
+
+	tr->traces = calloc(ng, sizeof(*tr->traces));
+	tr->trace_rc = calloc(ng, sizeof(*tr->trace_rc));
+	tr->adv = calloc(ng, sizeof(*tr->adv));
+	tr->batch = calloc(nb, sizeof(*tr->batch));
+	tr->losses = calloc(nb, sizeof(*tr->losses));
+	tr->grads = calloc(nb, sizeof(*tr->grads));
+	tr->work = calloc(tr->threads, sizeof(*tr->work));
+	tr->rows_dec = calloc(tr->threads, sizeof(*tr->rows_dec));
+	tr->rows_loss = calloc(tr->threads, sizeof(*tr->rows_loss));
+	tr->rows_cap = calloc(tr->threads, sizeof(*tr->rows_cap));
+	if (!tr->traces || !tr->trace_rc || !tr->adv || !tr->batch ||
+	    !tr->losses || !tr->grads || !tr->work || !tr->rows_dec ||
+	    !tr->rows_loss || !tr->rows_cap)
+		return -ENOMEM;
+	for (int b = 0; b < nb; b++) {
+		tr->grads[b] = calloc(tr->net.num_params, sizeof(float));
+		if (!tr->grads[b])
+			return -ENOMEM;
+	}
+	for (int t = 0; t < tr->threads; t++)
+		if (policy_work_init(&tr->work[t], 1) < 0)
+			return -ENOMEM;
+	return 0;
+}
+
+int policy_train(const struct costmodel *cm, const struct policy_train_opts *o,
+		 struct policy_train_result *res)
+{
+	struct trainer tr = { .cm = cm, .o = o };
+	struct policy_rng pick;
+	double t0 = ar_now(), sum_first = 0.0, sum_last = 0.0, best = -INFINITY;
+	long n_first = 0, n_last = 0, window;
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	if (o->batch < 1 || o->batch > 64 || o->group < 2 || o->episodes < 1)
+		return ar_seterr(-AR_EINVAL,
+				 "training needs 1-64 compositions an update, groups of 2 or more and 1 episode or more");
+	policy_blas_single_thread();
+	tr.threads = o->threads > 0 ? o->threads : 1;
+	rc = policy_net_init(&tr.net, o->seed);
+	if (rc < 0)
+		return rc;
+	if (o->init) {
+		rc = policy_weights_load(&tr.net, NULL, o->init);
+		if (rc < 0)
+			goto out;
+	}
+	rc = policy_net_enable_training(&tr.net);
+	if (rc < 0)
+		goto out;
+	rc = comps_build(&tr);
+	if (rc < 0)
+		goto out;
+	rc = trainer_alloc(&tr);
+	if (rc < 0)
+		goto out;
+
+	window = o->episodes / 10 > 0 ? o->episodes / 10 : 1;
+	policy_rng_seed(&pick, o->seed, 0xba7c4);
+	for (tr.update = 0; tr.update < o->episodes; tr.update++) {
+		int nb = o->batch < tr.ncomps ? o->batch : tr.ncomps;
+		int ng = nb * o->group, counted = 0;
+		double frac = o->episodes > 1 ?
+			(double)tr.update / (o->episodes - 1) : 1.0;
+		double mean = 0.0;
+
+		tr.force_p = FORCE_START + (FORCE_END - FORCE_START) * frac;
+		/* distinct compositions: a partial shuffle of the indices */
+		for (int b = 0; b < nb; b++) {
+			int j;
+			bool seen;
+
+			do {
+				j = policy_rng_below(&pick, tr.ncomps);
+				seen = false;
+				for (int q = 0; q < b; q++)
+					seen |= tr.batch[q] == j;
+			} while (seen);
+			tr.batch[b] = j;
+		}
+		policy_parallel(rollout_task, &tr, ng, tr.threads);
+		for (int i = 0; i < ng; i++) {
+			if (tr.trace_rc[i] == -ENOMEM) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			if (tr.trace_rc[i] < 0)
+				continue;
+			mean += tr.traces[i].ret;
+			counted++;
+			if (tr.traces[i].ret > best)
+				best = tr.traces[i].ret;
+		}
+		mean = counted ? mean / counted : 0.0;
+		if (tr.update < window) {
+			sum_first += mean;
+			n_first++;
+		}
+		if (tr.update >= o->episodes - window) {
+			sum_last += mean;
+			n_last++;
+		}
+		advantages(&tr, nb);
+		rc = sil_update(&tr, nb);
+		if (rc < 0)
+			goto out;
+		tr.sil_now = tr.update % SIL_EVERY == SIL_EVERY - 1;
+		for (int e = 0; e < PPO_EPOCHS; e++) {
+			policy_parallel(grad_task, &tr, nb, tr.threads);
+			pcgrad_combine(&tr, nb);
+			policy_net_adam(&tr.net, LEARNING_RATE, 0.9f, 0.999f, 1e-8f,
+					0.0f);
+			tr.sil_now = false;	/* imitate once per interval */
+		}
+		progress(&tr, tr.update + 1, mean, best, t0);
+		if (o->checkpoint_every > 0 && o->out &&
+		    (tr.update + 1) % o->checkpoint_every == 0 &&
+		    tr.update + 1 < o->episodes) {
+			rc = save(&tr, tr.update + 1);
+			if (rc < 0)
+				goto out;
+		}
+	}
+	if (o->out) {
+		rc = save(&tr, o->episodes);
+		if (rc < 0)
+			goto out;
+	}
+	res->first_mean = n_first ? sum_first / n_first : 0.0;
+	res->last_mean = n_last ? sum_last / n_last : 0.0;
+	res->best = best;
+	res->elapsed_s = ar_now() - t0;
+	rc = 0;
+out:
+	trainer_fini(&tr);
+	return rc;
+}

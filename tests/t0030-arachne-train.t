@@ -1,0 +1,58 @@
+#!/bin/sh
+test_description='arachne-train and the arachne planner: weights, metadata, plans, bad files'
+. "$(dirname "$0")/lib.sh"
+
+ARACHNE_TRAIN="$top_builddir/policy/arachne-train"
+check="$SHARNESS_TEST_SRCDIR/plan-check.py"
+example="$CLUSTERS/example.json"
+
+# The safetensors header: an 8-byte little-endian length, then JSON.
+header() {
+	python3 -c 'import json,struct,sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+print(json.dumps(json.loads(b[8:8 + n])["__metadata__"], sort_keys=True))' "$1"
+}
+
+test_expect_success 'trains a small policy with metadata' '
+	"$ARACHNE_TRAIN" --model llama3-8b --episodes 3 --compositions 4 \
+		--batch 2 --group 4 --seed 7 --threads 2 --out p.safetensors 2>err &&
+	grep "episode 3/3" err &&
+	header p.safetensors >meta &&
+	grep "\"model\": \"llama3-8b\"" meta &&
+	grep "\"seed\": \"7\"" meta &&
+	grep "\"episodes\": \"3\"" meta &&
+	grep "\"feature_version\": \"1\"" meta &&
+	grep "\"command\": \"arachne-train --model llama3-8b" meta
+'
+
+test_expect_success 'the same seed gives the same weights, whatever the threads' '
+	"$ARACHNE_TRAIN" --model llama3-8b --episodes 3 --compositions 4 \
+		--batch 2 --group 4 --seed 7 --threads 1 -q --out q.safetensors &&
+	python3 -c "import sys; a, b = (open(f, \"rb\").read() for f in sys.argv[1:]); h = lambda x: x[8 + int.from_bytes(x[:8], \"little\"):]; sys.exit(h(a) != h(b))" \
+		p.safetensors q.safetensors
+'
+
+test_expect_success 'the arachne planner plans with those weights' '
+	"$ARACHNE_PLAN" --model llama3-8b --cluster "$example" --planner arachne \
+		--policy p.safetensors --seed 3 --format json -q >plan.json &&
+	python3 "$check" plan.json "$example" &&
+	python3 -c "import json; d = json.load(open(\"plan.json\")); assert d[\"planner\"][\"name\"] == \"arachne\"; assert d[\"planner\"][\"plans_priced\"] > 0; assert d[\"predicted\"][\"samples_per_s\"] > 0"
+'
+
+test_expect_success 'a truncated policy file is refused with its name' '
+	head -c 1000 p.safetensors >short.safetensors &&
+	test_expect_code 2 "$ARACHNE_PLAN" --model llama3-8b --cluster "$example" \
+		--planner arachne --policy short.safetensors 2>err &&
+	grep "short.safetensors: truncated" err
+'
+
+test_expect_success 'bad arguments: exit 2 with the option named' '
+	test_expect_code 2 "$ARACHNE_TRAIN" --model llama3-8b 2>err &&
+	grep "out are required" err &&
+	test_expect_code 2 "$ARACHNE_TRAIN" --model llama3-8b --out x --episodes zero 2>err &&
+	grep "\-\-episodes" err &&
+	test_expect_code 2 "$ARACHNE_TRAIN" --model nosuch --out x 2>err
+'
+
+test_done
