@@ -17,7 +17,7 @@ trap - EXIT
 LOAD="$top_builddir/plannerd/plannerd-load"
 
 work=$(mktemp -d /tmp/plannerd-bench.XXXXXX)
-trap 'kill -9 $(cat "$work/plannerd.pid" 2>/dev/null) 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill -9 $(cat "$work/plannerd.pid" 2>/dev/null) 2>/dev/null || true; rm -rf "$work"' EXIT
 cd "$work"
 plannerd_profiles profiles
 plannerd_config plannerd.conf 'log_level = "notice";' 'budget_s = 30.0;'
