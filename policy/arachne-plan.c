@@ -37,7 +37,7 @@ static void usage(FILE *f)
 	for (; *names; names++)
 		fprintf(f, " %s", *names);
 	fprintf(f, "\n"
-"                          (default: exhaustive)\n"
+"                          (default: arachne, the learned planner)\n"
 "  -e, --evaluate FILE     price this plan instead of planning\n"
 "  -b, --global-batch N    samples per iteration (default: the model's)\n"
 "  -s, --seq-len N         sequence length (default: the model's)\n"
@@ -148,7 +148,7 @@ int main(int argc, char **argv)
 	const char *model = NULL, *cluster = NULL, *evaluate = NULL;
 	const char *output = NULL;
 	struct costmodel_opts copts = { 0 };
-	struct policy_request req = { .planner = "exhaustive", .seed = 1 };
+	struct policy_request req = { .planner = "arachne", .seed = 1 };
 	struct costmodel *cm = NULL;
 	struct costmodel_cluster *cl = NULL;
 	struct costmodel_plan *plan = NULL;

@@ -746,6 +746,61 @@ static void baseline_starts(const struct policy_request *req,
 	}
 }
 
+
+/*
+ * Why nothing fits: fill the template that needs the least memory per GPU
+ * (the GPU type with the most memory, its widest TP, as deep as its GPUs
+ * and the model allow) and report what the fill says of it.
+ */
+static int explain_infeasible(const struct policy_request *req)
+{
+	const struct costmodel *cm = req->cm;
+	const char *cluster = req->cl->name ? req->cl->name : "the cluster";
+	const char *model = costmodel_model(cm)->name;
+	struct costmodel_pool pool = { 0 };
+	struct costmodel_plan *plan = NULL;
+	struct costmodel_shape shape = { 0 };
+	int best = -1, tp, rc;
+
+	if (costmodel_pool_init(&pool, req->cl) < 0)
+		return -ENOMEM;
+	for (int g = 0; g < costmodel_num_gpus(cm); g++)
+		if (pool.free_by_type[g] && (best < 0 ||
+		    costmodel_gpu(cm, g)->memory_gib > costmodel_gpu(cm, best)->memory_gib))
+			best = g;
+	tp = best < 0 ? 0 : costmodel_pool_largest_free(&pool, best);
+	while (tp > COSTMODEL_MAX_TP || (tp & (tp - 1)))
+		tp--;	/* a power of two up to the largest node */
+	shape.depth = tp ? pool.free_by_type[best] / tp : 0;
+	if (shape.depth > COSTMODEL_MAX_DEPTH)
+		shape.depth = COSTMODEL_MAX_DEPTH;
+	if (shape.depth > costmodel_model(cm)->blocks)
+		shape.depth = costmodel_model(cm)->blocks;
+	for (int s = 0; s < shape.depth; s++) {
+		shape.gpu[s] = best;
+		shape.tp[s] = tp;
+	}
+	plan = costmodel_plan_create(cm);
+	if (!plan) {
+		costmodel_pool_fini(&pool);
+		return -ENOMEM;
+	}
+	rc = shape.depth ? costmodel_fill_add(cm, req->cl, &pool, plan, &shape, NULL) :
+			   -AR_EINFEASIBLE;
+	if (rc < 0 && rc != -ENOMEM && shape.depth)
+		rc = ar_seterr(-AR_EINFEASIBLE,
+			       "no template fits %s for %s; even %d stages of %s at TP %d do not: %s",
+			       cluster, model, shape.depth,
+			       costmodel_gpu(cm, best)->name, tp, ar_errmsg());
+	else if (rc != -ENOMEM)
+		rc = ar_seterr(-AR_EINFEASIBLE,
+			       "no template the policy built fits %s for %s",
+			       cluster, model);
+	costmodel_plan_free(plan);
+	costmodel_pool_fini(&pool);
+	return rc;
+}
+
 /* ---------------------------------------------------------------------
  * The planner.
  * ------------------------------------------------------------------- */
@@ -806,10 +861,7 @@ int planner_arachne(const struct policy_request *req,
 				rc = ar_seterr(rc_ctx->rc[k], "%s", rc_ctx->err[k]);
 				goto out;
 			}
-		rc = ar_seterr(-AR_EINFEASIBLE,
-			       "no template the policy built fits %s for %s",
-			       req->cl->name ? req->cl->name : "the cluster",
-			       costmodel_model(req->cm)->name);
+		rc = explain_infeasible(req);
 		goto out;
 	}
 	/*

@@ -12,20 +12,31 @@ json_get() {
 test_expect_success 'plans the example cluster as text' '
 	"$ARACHNE_PLAN" --model llama3-8b --cluster "$example" >out &&
 	grep "^llama3-8b on example: 16 of 16 GPUs" out &&
-	grep "^predicted: .* samples/s$" out &&
-	grep "search complete" out
+	grep "^planner arachne: " out &&
+	grep "^predicted: .* samples/s$" out
 '
 
-test_expect_success 'the JSON plan keeps every invariant' '
-	"$ARACHNE_PLAN" --model llama3-8b --cluster "$example" --format json >plan.json &&
+test_expect_success 'the exhaustive plan keeps every invariant' '
+	"$ARACHNE_PLAN" --model llama3-8b --cluster "$example" --planner exhaustive \
+		--format json >plan.json &&
 	python3 "$check" plan.json "$example" &&
-	test "$(json_get plan.json "d[\"planner\"][\"name\"]")" = exhaustive
+	test "$(json_get plan.json "d[\"planner\"][\"name\"]")" = exhaustive &&
+	test "$(json_get plan.json "d[\"planner\"][\"search_complete\"]")" = True
+'
+
+test_expect_success 'the learned planner is at least as good as exhaustive here' '
+	"$ARACHNE_PLAN" --model llama3-8b --cluster "$example" --format json >learned.json &&
+	python3 "$check" learned.json "$example" &&
+	python3 -c "import json,sys
+a, e = (json.load(open(f))[\"predicted\"][\"samples_per_s\"] for f in (\"learned.json\", \"plan.json\"))
+sys.exit(not a >= 0.98 * e)"
 '
 
 # Threads race for the bound, so the count of plans priced varies; the
 # plan itself must not.
 test_expect_success 'planning again (and --output) gives the same plan' '
-	"$ARACHNE_PLAN" --model llama3-8b --cluster "$example" -q -o written.json >/dev/null &&
+	"$ARACHNE_PLAN" --model llama3-8b --cluster "$example" --planner exhaustive \
+		-q -o written.json >/dev/null &&
 	python3 -c "import json,sys
 a, b = (json.load(open(f)) for f in (\"plan.json\", \"written.json\"))
 for p in a, b:
