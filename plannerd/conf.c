@@ -58,7 +58,7 @@ static const struct conf_directive conf_directives[] = {
 	  0, 0, "GPU, model and layer profiles (profiles/ of the source tree)." },
 	{ "policies_dir", CONF_PATH, OFF(policies_dir), 0, AR_POLICIES_DIR,
 	  0, 0, "Trained policies of the arachne planner: MODEL.safetensors is used for MODEL when it exists, the shipped policy otherwise." },
-	{ "planner", CONF_STRING, OFF(planner), 0, "exhaustive", 0, 0,
+	{ "planner", CONF_STRING, OFF(planner), 0, "arachne", 0, 0,
 	  "Planner used when a request names none (see arachne-plan(1) --planner)." },
 	{ "budget_s", CONF_DOUBLE, OFF(budget_s), 0, "10", 0.001, 86400,
 	  "Time budget of one planning call, in seconds." },

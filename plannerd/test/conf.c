@@ -64,7 +64,7 @@ static void test_defaults(void **state)
 	assert_int_equal(conf_create(NULL, &conf), 0);
 	assert_string_equal(conf->socket_path, AR_PLANNERD_SOCKET);
 	assert_int_equal(conf->socket_mode, 0666);
-	assert_string_equal(conf->planner, "exhaustive");
+	assert_string_equal(conf->planner, "arachne");
 	assert_true(conf->budget_s == 10);
 	assert_int_equal(conf->log_level, LOG_INFO);
 	assert_int_equal(conf->max_request_bytes, 1048576);
