@@ -395,8 +395,9 @@ int remote_user_init(spank_t sp)
 		return 0;	/* no tasks of the user's run there */
 	rs.active = true;
 	rs.batch = step_id == SLURM_BATCH_SCRIPT;
+	/* The user reads this from task_init, on the job's own stderr. */
 	if (remote_sync(job_id, uid, 0, rs.failure, sizeof(rs.failure)) < 0)
-		slurm_error("arachne: job %u: %s", job_id, rs.failure);
+		slurm_info("arachne: job %u: %s", job_id, rs.failure);
 	remote_export_plan(sp);
 	return 0;
 }
