@@ -28,6 +28,11 @@ int alloc_init_post_opt(spank_t sp)
 
 	if (opts_from_env(&arachne_opts, alloc_getenv, NULL) < 0)
 		return -1;
+	if (arachne_opts.enabled && !arachne_opts.join &&
+	    !arachne_opts.model_set && !arachne_conf.model[0]) {
+		slurm_error("arachne: no model to plan for: give --arachne=model=NAME or set ARACHNE_MODEL (this site's plugstack.conf sets no default model)");
+		return -1;
+	}
 	if (arachne_opts.enabled && arachne_opts.join) {
 		char why[512];
 

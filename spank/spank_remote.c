@@ -179,28 +179,34 @@ oom:
 	return -1;
 }
 
+/* plan and replan requests as plannerd/PROTOCOL.md has them. */
 static json_t *remote_request(const char *op, uint32_t target, uid_t uid,
 			      json_t *comp)
 {
 	struct passwd *pw = getpwuid(uid);
-	json_t *req = json_pack("{s:s, s:i, s:O}", "op", op, "job_id",
-				(json_int_t)target, "composition", comp);
+	json_t *req = json_pack("{s:s, s:I, s:O}", "op", op, "job",
+				(json_int_t)target, "cluster", comp);
+	json_t *model;
 
 	if (!strcmp(op, "replan"))
-		return req;
+		return req;	/* plannerd keeps the job's model and user */
 	if (pw)
 		json_object_set_new(req, "user", json_string(pw->pw_name));
+	else
+		json_object_set_new(req, "user", json_integer(uid));
+	model = json_object();
 	if (remote_model())
-		json_object_set_new(req, "model", json_string(remote_model()));
+		json_object_set_new(model, "name", json_string(remote_model()));
 	if (arachne_opts.global_batch_set)
-		json_object_set_new(req, "global_batch",
+		json_object_set_new(model, "global_batch",
 				    json_integer(arachne_opts.global_batch));
 	if (arachne_opts.seq_len_set)
-		json_object_set_new(req, "seq_len",
+		json_object_set_new(model, "seq_len",
 				    json_integer(arachne_opts.seq_len));
 	if (arachne_opts.planner_set)
-		json_object_set_new(req, "planner", json_string(
+		json_object_set_new(model, "planner", json_string(
 			arachne_planner_names[arachne_opts.planner]));
+	json_object_set_new(req, "model", model);
 	return req;
 }
 
