@@ -43,11 +43,14 @@ const char *ar_err_name(int rc)
 
 int ar_seterr(int rc, const char *fmt, ...)
 {
+	char tmp[sizeof(ar_errbuf)];
 	va_list ap;
 
+	/* Through a copy: callers may pass ar_errmsg() to add context. */
 	va_start(ap, fmt);
-	vsnprintf(ar_errbuf, sizeof(ar_errbuf), fmt, ap);
+	vsnprintf(tmp, sizeof(tmp), fmt, ap);
 	va_end(ap);
+	memcpy(ar_errbuf, tmp, sizeof(tmp));
 	return rc;
 }
 

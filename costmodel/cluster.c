@@ -1,0 +1,268 @@
+/* cluster.c - cluster compositions from and to JSON. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define AR_INTERNAL
+#include "costmodel_private.h"
+
+#define CLUSTER_MAX_NODES 65536
+
+void costmodel_cluster_free(struct costmodel_cluster *cl)
+{
+	if (!cl)
+		return;
+	for (size_t i = 0; i < cl->nnodes; i++)
+		free(cl->nodes[i].name);
+	free(cl->nodes);
+	free(cl->name);
+	free(cl);
+}
+
+static int add_node(struct costmodel_cluster *cl, size_t *cap, const char *name,
+		    int gpu, int gpus)
+{
+	if (cl->nnodes >= CLUSTER_MAX_NODES)
+		return ar_seterr(-AR_EINVAL, "cluster: more than %d nodes",
+				 CLUSTER_MAX_NODES);
+	if (cl->nnodes == *cap) {
+		size_t ncap = *cap ? 2 * *cap : 16;
+		struct costmodel_node *n = realloc(cl->nodes, ncap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		cl->nodes = n;
+		*cap = ncap;
+	}
+	cl->nodes[cl->nnodes].name = strdup(name);
+	if (!cl->nodes[cl->nnodes].name)
+		return -ENOMEM;
+	cl->nodes[cl->nnodes].gpu = gpu;
+	cl->nodes[cl->nnodes].gpus = gpus;
+	cl->nnodes++;
+	return 0;
+}
+
+/* A positive integer member @key of @obj, or an error naming @what. */
+static int json_posint(const json_t *obj, const char *key, const char *what,
+		       long max, long *out)
+{
+	json_t *v = json_object_get(obj, key);
+
+	if (!v)
+		return ar_seterr(-AR_EINVAL, "%s: \"%s\" is missing", what, key);
+	if (!json_is_integer(v))
+		return ar_seterr(-AR_EINVAL, "%s: \"%s\" must be an integer",
+				 what, key);
+	*out = (long)json_integer_value(v);
+	if (*out <= 0)
+		return ar_seterr(-AR_EINVAL, "%s: \"%s\" must be positive, not %ld",
+				 what, key, *out);
+	if (*out > max)
+		return ar_seterr(-AR_EINVAL, "%s: \"%s\" = %ld is larger than %ld",
+				 what, key, *out, max);
+	return 0;
+}
+
+int costmodel_cluster_from_json(const struct costmodel *cm, const json_t *root,
+				struct costmodel_cluster **clp)
+{
+	static const char *const top_keys[] = {
+		"name", "nodes", "inter_node_gbps", NULL
+	};
+	static const char *const node_keys[] = {
+		"gpu", "gpus_per_node", "count", "hosts", NULL
+	};
+	struct costmodel_cluster *cl;
+	size_t cap = 0, i;
+	json_t *nodes, *entry, *v;
+	int rc;
+
+	*clp = NULL;
+	if (!json_is_object(root))
+		return ar_seterr(-AR_EINVAL, "cluster: not a JSON object");
+	rc = ar_json_check_keys(root, top_keys, "cluster");
+	if (rc < 0)
+		return rc;
+	cl = calloc(1, sizeof(*cl));
+	if (!cl)
+		return -ENOMEM;
+	v = json_object_get(root, "name");
+	if (v && !json_is_string(v)) {
+		rc = ar_seterr(-AR_EINVAL, "cluster: \"name\" must be a string");
+		goto err;
+	}
+	cl->name = strdup(v ? json_string_value(v) : "cluster");
+	if (!cl->name) {
+		rc = -ENOMEM;
+		goto err;
+	}
+	v = json_object_get(root, "inter_node_gbps");
+	if (v) {
+		if (!json_is_number(v) || json_number_value(v) <= 0) {
+			rc = ar_seterr(-AR_EINVAL, "cluster: \"inter_node_gbps\" must be a positive number");
+			goto err;
+		}
+		cl->inter_node_gbps = json_number_value(v);
+	}
+	nodes = json_object_get(root, "nodes");
+	if (!json_is_array(nodes) || json_array_size(nodes) == 0) {
+		rc = ar_seterr(-AR_EINVAL, "cluster: \"nodes\" must be a non-empty array");
+		goto err;
+	}
+	json_array_foreach(nodes, i, entry) {
+		char what[64];
+		const char *gpu_name;
+		long per_node, count;
+		int gpu;
+
+		snprintf(what, sizeof(what), "cluster: nodes[%zu]", i);
+		if (!json_is_object(entry)) {
+			rc = ar_seterr(-AR_EINVAL, "%s: not an object", what);
+			goto err;
+		}
+		if ((rc = ar_json_check_keys(entry, node_keys, what)) < 0)
+			goto err;
+		v = json_object_get(entry, "gpu");
+		if (!json_is_string(v)) {
+			rc = ar_seterr(-AR_EINVAL, "%s: \"gpu\" must name a GPU profile",
+				       what);
+			goto err;
+		}
+		gpu_name = json_string_value(v);
+		gpu = costmodel_gpu_find(cm, gpu_name);
+		if (gpu < 0) {
+			rc = ar_seterr(-AR_EINVAL, "%s: unknown GPU \"%s\" (no %s/gpus/%s.ini)",
+				       what, gpu_name, cm->profiles_dir, gpu_name);
+			goto err;
+		}
+		if ((rc = json_posint(entry, "gpus_per_node", what,
+				      COSTMODEL_MAX_NODE_GPUS, &per_node)) < 0)
+			goto err;
+		if (json_object_get(entry, "count") && json_object_get(entry, "hosts")) {
+			rc = ar_seterr(-AR_EINVAL, "%s: give \"count\" or \"hosts\", not both",
+				       what);
+			goto err;
+		}
+		v = json_object_get(entry, "hosts");
+		if (v) {
+			char **hosts;
+			size_t nhosts;
+
+			if (!json_is_string(v)) {
+				rc = ar_seterr(-AR_EINVAL, "%s: \"hosts\" must be a Slurm hostlist string",
+					       what);
+				goto err;
+			}
+			rc = ar_hostlist_expand(json_string_value(v), &hosts, &nhosts);
+			if (rc < 0) {
+				ar_seterr(rc, "%s: %s", what, ar_errmsg());
+				goto err;
+			}
+			for (size_t h = 0; h < nhosts && rc == 0; h++) {
+				if (costmodel_cluster_node_find(cl, hosts[h]) >= 0)
+					rc = ar_seterr(-AR_EINVAL, "%s: host \"%s\" appears twice",
+						       what, hosts[h]);
+				else
+					rc = add_node(cl, &cap, hosts[h], gpu,
+						      (int)per_node);
+			}
+			ar_hostlist_free(hosts);
+			if (rc < 0)
+				goto err;
+			continue;
+		}
+		if ((rc = json_posint(entry, "count", what, CLUSTER_MAX_NODES,
+				      &count)) < 0)
+			goto err;
+		for (long c = 0; c < count; c++) {
+			char name[96];
+
+			/* Anonymous nodes: entry index keeps names unique. */
+			snprintf(name, sizeof(name), "%s-%zu-%04ld", gpu_name, i, c);
+			if ((rc = add_node(cl, &cap, name, gpu, (int)per_node)) < 0)
+				goto err;
+		}
+	}
+	*clp = cl;
+	return 0;
+err:
+	costmodel_cluster_free(cl);
+	return rc;
+}
+
+int costmodel_cluster_load(const struct costmodel *cm, const char *path,
+			   struct costmodel_cluster **clp)
+{
+	json_t *root = ar_json_load_file(path);
+	int rc;
+
+	*clp = NULL;
+	if (!root)
+		return -AR_EINVAL;
+	rc = costmodel_cluster_from_json(cm, root, clp);
+	if (rc < 0 && rc != -ENOMEM)
+		ar_seterr(rc, "%s: %s", path, ar_errmsg());
+	json_decref(root);
+	return rc;
+}
+
+json_t *costmodel_cluster_to_json(const struct costmodel *cm,
+				  const struct costmodel_cluster *cl)
+{
+	json_t *root = json_object(), *nodes = json_array();
+
+	if (!root || !nodes)
+		goto err;
+	json_object_set_new(root, "name", json_string(cl->name));
+	for (size_t i = 0; i < cl->nnodes; i++) {
+		json_t *e = json_pack("{s:s, s:i, s:s}",
+				      "gpu", cm->gpus[cl->nodes[i].gpu].name,
+				      "gpus_per_node", cl->nodes[i].gpus,
+				      "hosts", cl->nodes[i].name);
+		if (!e || json_array_append_new(nodes, e) < 0)
+			goto err;
+	}
+	json_object_set_new(root, "nodes", nodes);
+	nodes = NULL;
+	if (cl->inter_node_gbps > 0)
+		json_object_set_new(root, "inter_node_gbps",
+				    json_real(cl->inter_node_gbps));
+	return root;
+err:
+	json_decref(nodes);
+	json_decref(root);
+	return NULL;
+}
+
+int costmodel_cluster_total_gpus(const struct costmodel_cluster *cl)
+{
+	int n = 0;
+
+	for (size_t i = 0; i < cl->nnodes; i++)
+		n += cl->nodes[i].gpus;
+	return n;
+}
+
+int costmodel_cluster_node_find(const struct costmodel_cluster *cl,
+				const char *name)
+{
+	for (size_t i = 0; i < cl->nnodes; i++)
+		if (strcmp(cl->nodes[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+double cm_node_net_Bps(const struct costmodel *cm,
+		       const struct costmodel_cluster *cl, int node)
+{
+	const struct costmodel_node *n = &cl->nodes[node];
+	double gbps = cl->inter_node_gbps > 0 ? cl->inter_node_gbps :
+		      cm->gpus[n->gpu].network_gbps;
+
+	/* The node's link is shared by its GPUs. */
+	return gbps / 8.0 * 1e9 * LINK_EFFICIENCY / n->gpus;
+}

@@ -1,0 +1,696 @@
+/*
+ * fill.c - the arithmetic fill of §5.3: given a structural template
+ * (depth, per-stage GPU type and TP), pack it into the free GPUs, take the
+ * largest replica count the packing admits, split the layers, tile the
+ * experts and choose the micro-batch size, pricing the whole plan.
+ *
+ * Packing rule (the paper's): a TP group never crosses a node; a group
+ * goes to a node whose free GPUs equal its size if one exists, else to the
+ * smallest node with room (best fit).  Groups are placed largest first.
+ * The replica count is computed on per-type histograms of free GPUs per
+ * node, which the best-fit rule makes exact; the placement then follows
+ * the same rule node by node.
+ *
+ * Layer split (beyond the paper, which splits by speed and then tries a
+ * fixed list of alternatives): the contiguous split that minimizes the
+ * slowest stage subject to every stage's memory, found by bisection on
+ * the stage time with a greedy feasibility test, which is exact for
+ * contiguous splits.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define AR_INTERNAL
+#include "costmodel_private.h"
+
+/* ------------------------------------------------------------------ */
+/* Pools of free GPUs                                                  */
+
+int costmodel_pool_init(struct costmodel_pool *pool,
+			const struct costmodel_cluster *cl)
+{
+	memset(pool, 0, sizeof(*pool));
+	pool->nnodes = (int)cl->nnodes;
+	pool->free_mask = calloc(cl->nnodes ? cl->nnodes : 1,
+				 sizeof(*pool->free_mask));
+	if (!pool->free_mask)
+		return -ENOMEM;
+	for (size_t i = 0; i < cl->nnodes; i++) {
+		const struct costmodel_node *n = &cl->nodes[i];
+
+		pool->free_mask[i] = (uint16_t)((1u << n->gpus) - 1);
+		pool->free_by_type[n->gpu] += n->gpus;
+		pool->free_hist[n->gpu][n->gpus]++;
+	}
+	return 0;
+}
+
+void costmodel_pool_fini(struct costmodel_pool *pool)
+{
+	free(pool->free_mask);
+	pool->free_mask = NULL;
+}
+
+int costmodel_pool_copy(struct costmodel_pool *dst,
+			const struct costmodel_pool *src)
+{
+	uint16_t *mask = dst->free_mask;
+
+	if (!mask || dst->nnodes != src->nnodes) {
+		mask = realloc(mask, (size_t)(src->nnodes ? src->nnodes : 1) *
+				     sizeof(*mask));
+		if (!mask)
+			return -ENOMEM;
+	}
+	*dst = *src;
+	dst->free_mask = mask;
+	memcpy(mask, src->free_mask, (size_t)src->nnodes * sizeof(*mask));
+	return 0;
+}
+
+int costmodel_pool_largest_free(const struct costmodel_pool *pool, int type)
+{
+	if (type < 0 || type >= COSTMODEL_MAX_GPU_TYPES)
+		return 0;
+	for (int k = COSTMODEL_MAX_NODE_GPUS; k > 0; k--)
+		if (pool->free_hist[type][k])
+			return k;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Packing                                                             */
+
+/*
+ * Place @q groups of @t GPUs best-fit into the histogram @hist of free
+ * GPUs per node.  Best fit consumes nodes whole, smallest first: a node's
+ * remainder after one group is the new smallest that fits, since every
+ * smaller size that fits was used up before.  Returns the groups that
+ * did not fit.
+ */
+static long hist_place(int *hist, int t, long q)
+{
+	for (int k = t; k <= COSTMODEL_MAX_NODE_GPUS && q > 0; k++) {
+		long per_node = k / t, whole;
+
+		if (!hist[k])
+			continue;
+		whole = q / per_node;
+		if (whole > hist[k])
+			whole = hist[k];
+		hist[k] -= (int)whole;
+		hist[k - per_node * t] += (int)whole;
+		q -= whole * per_node;
+		if (q > 0 && q < per_node && hist[k]) {
+			hist[k]--;
+			hist[k - q * t]++;
+			q = 0;
+		}
+	}
+	return q;
+}
+
+/* Stages of @shape by descending TP: the order groups are placed in. */
+static void shape_order(const struct costmodel_shape *shape, int *order)
+{
+	for (int s = 0; s < shape->depth; s++)
+		order[s] = s;
+	for (int i = 1; i < shape->depth; i++)	/* stable insertion sort */
+		for (int j = i; j > 0 && shape->tp[order[j]] > shape->tp[order[j - 1]]; j--) {
+			int x = order[j];
+
+			order[j] = order[j - 1];
+			order[j - 1] = x;
+		}
+}
+
+static bool replicas_fit(const struct costmodel_pool *pool,
+			 const struct costmodel_shape *shape, const int *order,
+			 long r)
+{
+	int hist[COSTMODEL_MAX_GPU_TYPES][COSTMODEL_MAX_NODE_GPUS + 1];
+
+	memcpy(hist, pool->free_hist, sizeof(hist));
+	for (int i = 0; i < shape->depth; i++) {
+		int s = order[i];
+
+		if (hist_place(hist[shape->gpu[s]], shape->tp[s], r) > 0)
+			return false;
+	}
+	return true;
+}
+
+int costmodel_fill_replicas(const struct costmodel *cm,
+			    const struct costmodel_pool *pool,
+			    const struct costmodel_shape *shape)
+{
+	int need[COSTMODEL_MAX_GPU_TYPES] = { 0 };
+	int order[COSTMODEL_MAX_DEPTH];
+	long lo = 0, hi = LONG_MAX;
+
+	if (shape->depth < 1 || shape->depth > COSTMODEL_MAX_DEPTH)
+		return 0;
+	for (int s = 0; s < shape->depth; s++) {
+		if (shape->gpu[s] < 0 || shape->gpu[s] >= cm->ngpus ||
+		    cm_log2(shape->tp[s]) < 0 || shape->tp[s] > COSTMODEL_MAX_TP)
+			return 0;
+		need[shape->gpu[s]] += shape->tp[s];
+	}
+	for (int g = 0; g < cm->ngpus; g++)
+		if (need[g] && pool->free_by_type[g] / need[g] < hi)
+			hi = pool->free_by_type[g] / need[g];
+	shape_order(shape, order);
+	/* The capacity bound is usually exact; bisect when nodes fragment. */
+	if (hi == 0 || replicas_fit(pool, shape, order, hi))
+		return (int)hi;
+	while (lo + 1 < hi) {
+		long mid = lo + (hi - lo) / 2;
+
+		if (replicas_fit(pool, shape, order, mid))
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return (int)lo;
+}
+
+static int popcount16(uint16_t v)
+{
+	return __builtin_popcount(v);
+}
+
+/* Take @t GPUs of type @gpu best-fit from @pool into @g. */
+static int pool_take(const struct costmodel_cluster *cl,
+		     struct costmodel_pool *pool, int gpu, int t,
+		     struct costmodel_group *g)
+{
+	int best = -1, best_free = INT32_MAX;
+
+	for (int i = 0; i < pool->nnodes; i++) {
+		int f;
+
+		if (cl->nodes[i].gpu != gpu)
+			continue;
+		f = popcount16(pool->free_mask[i]);
+		if (f >= t && f < best_free) {
+			best = i;
+			best_free = f;
+			if (f == t)
+				break;
+		}
+	}
+	if (best < 0)
+		return -AR_EINFEASIBLE;
+	g->node = best;
+	memset(g->gpu, 0, sizeof(g->gpu));
+	for (int k = 0, taken = 0; taken < t; k++) {
+		if (pool->free_mask[best] & (1u << k)) {
+			pool->free_mask[best] &= (uint16_t)~(1u << k);
+			g->gpu[taken++] = (uint8_t)k;
+		}
+	}
+	pool->free_hist[gpu][best_free]--;
+	pool->free_hist[gpu][best_free - t]++;
+	pool->free_by_type[gpu] -= t;
+	return 0;
+}
+
+static int place_template(const struct costmodel_cluster *cl,
+			  struct costmodel_pool *pool,
+			  const struct costmodel_shape *shape,
+			  struct costmodel_template *t)
+{
+	int order[COSTMODEL_MAX_DEPTH], rc;
+
+	shape_order(shape, order);
+	/* By descending TP, then replica, then stage: a replica's stages of
+	 * one size land next to each other, so their p2p stays in a node. */
+	for (int i = 0; i < shape->depth;) {
+		int tp = shape->tp[order[i]], j = i;
+
+		while (j < shape->depth && shape->tp[order[j]] == tp)
+			j++;
+		for (int r = 0; r < t->replicas; r++)
+			for (int k = i; k < j; k++) {
+				int s = order[k];
+
+				rc = pool_take(cl, pool, shape->gpu[s], tp,
+					       &t->placement[r * t->nstages + s]);
+				if (rc < 0)
+					return rc;
+			}
+		i = j;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Layer split and expert tiling                                       */
+
+/* What one stage costs per layer of each type, for the split. */
+struct stage_rates {
+	double fixed_s;			/* p2p per micro-batch */
+	double time[COSTMODEL_NUM_LAYER_TYPES];	/* per layer */
+	double mem[COSTMODEL_NUM_LAYER_TYPES];	/* per layer, in-flight included */
+	double cap;			/* bytes left after the overhead */
+};
+
+/* Candidate expert layouts of one stage. */
+struct tiling {
+	int ep, etp;
+	double time, mem;		/* per MoE layer, memory with in-flight */
+};
+
+#define MAX_TILINGS 64
+
+static int stage_tilings(const struct costmodel *cm, int gpu, int tp, int W,
+			 int mbs, int inflight, const struct cm_stage_links *lk,
+			 bool pinned, struct tiling *out)
+{
+	int n = 0;
+
+	for (int etp = 1; etp <= tp; etp *= 2) {
+		if (pinned && etp != tp)
+			continue;
+		for (int ep = 1; ep <= W / etp && n < MAX_TILINGS; ep++) {
+			struct cm_layer_cost c;
+
+			if ((W / etp) % ep || cm->model.experts % ep)
+				continue;
+			if (pinned && ep != 1)
+				continue;
+			if (cm_layer_cost(cm, gpu, tp, mbs, COSTMODEL_LAYER_ATTN,
+					  ep, etp, lk, &c) < 0)
+				continue;
+			out[n].ep = ep;
+			out[n].etp = etp;
+			out[n].time = c.time_s;
+			out[n].mem = c.state_bytes + inflight * c.act_bytes;
+			n++;
+		}
+	}
+	return n;
+}
+
+/*
+ * Greedy feasibility of stage time @T: each stage in turn takes as many
+ * layers as fit under T and its memory, keeping at least one block for
+ * itself and for every later stage; the split exists iff the last stage
+ * can hold what is left.  Fills @last[] when @last is not NULL.
+ */
+static bool split_fits(const struct costmodel *cm, const struct stage_rates *sr,
+		       int d, double T, int *last)
+{
+	int L = cm->nlayers, a = 0;
+
+	for (int s = 0; s < d; s++) {
+		int limit = s == d - 1 ? L - 1 : (L - 2) - (d - 1 - s);
+		int min_end = s == d - 1 ? L - 1 : (s == 0 ? 1 : a);
+		double t = sr[s].fixed_s, m = 0;
+		int e = -1;
+
+		for (int l = a; l <= limit; l++) {
+			enum costmodel_layer_type type = cm_layer_type(cm, l);
+			double nt = t + sr[s].time[type], nm = m + sr[s].mem[type];
+
+			if (nt > T || nm > sr[s].cap)
+				break;
+			t = nt;
+			m = nm;
+			e = l;
+		}
+		if (e < min_end)
+			return false;
+		if (last)
+			last[s] = e;
+		a = e + 1;
+	}
+	return true;
+}
+
+static void split_uniform(const struct costmodel *cm, int d, int *last)
+{
+	int blocks = cm->model.blocks, base = blocks / d, extra = blocks % d;
+	int l = 0;
+
+	/* Sailor's rule: blocks evenly, the remainder to the first stages. */
+	for (int s = 0; s < d; s++) {
+		l += base + (s < extra);
+		last[s] = l;
+	}
+	last[d - 1] = cm->nlayers - 1;
+}
+
+static int uniform_fits(const struct costmodel *cm, const struct stage_rates *sr,
+			int d, const int *last)
+{
+	int a = 0;
+
+	for (int s = 0; s < d; s++) {
+		double m = 0;
+
+		for (int l = a; l <= last[s]; l++)
+			m += sr[s].mem[cm_layer_type(cm, l)];
+		if (m > sr[s].cap)
+			return 0;
+		a = last[s] + 1;
+	}
+	return 1;
+}
+
+/*
+ * Split @t's layers and tile its MoE stages for micro-batch @mbs with
+ * @micro_batches per replica expected (for the in-flight counts).
+ */
+static int template_fill(const struct costmodel *cm,
+			 const struct costmodel_cluster *cl,
+			 struct costmodel_template *t, int mbs,
+			 const struct costmodel_fill_opts *opts)
+{
+	struct cm_stage_links lk[COSTMODEL_MAX_DEPTH];
+	struct stage_rates sr[COSTMODEL_MAX_DEPTH] = { 0 };
+	struct tiling tiles[COSTMODEL_MAX_DEPTH][MAX_TILINGS];
+	int ntiles[COSTMODEL_MAX_DEPTH] = { 0 };
+	int d = t->nstages, last[COSTMODEL_MAX_DEPTH];
+	bool moe = cm->model.experts > 0;
+	double lo = 0, hi = 0;
+
+	if (d > cm->model.blocks)
+		return ar_seterr(-AR_EINFEASIBLE, "%d stages for %d blocks",
+				 d, cm->model.blocks);
+	cm_template_links(cm, cl, t, lk);
+	for (int s = 0; s < d; s++) {
+		struct costmodel_stage *st = &t->stages[s];
+		int inflight = d - s;
+		double fastest = DBL_MAX, leanest = DBL_MAX;
+		int fi = -1, li = -1;
+
+		memset(&sr[s], 0, sizeof(sr[s]));
+		sr[s].cap = cm->gpus[st->gpu].memory_gib * GIB - cm->overhead_bytes;
+		st->ep = 1;
+		st->etp = st->tp;
+		st->edp = t->replicas;
+		if (lk[s].p2p_Bps > 0)
+			sr[s].fixed_s = 2.0 * ((double)mbs * cm->model.seq_len *
+					       cm->model.hidden * 2.0 / lk[s].p2p_Bps +
+					       lk[s].p2p_lat);
+		for (int type = 0; type < COSTMODEL_NUM_LAYER_TYPES; type++) {
+			struct cm_layer_cost c;
+
+			/* MoE blocks are priced per tiling below. */
+			if (type == COSTMODEL_LAYER_EXPERT || type == COSTMODEL_LAYER_ATTN ||
+			    (type == COSTMODEL_LAYER_BLOCK && moe &&
+			     cm->model.dense_layers == 0))
+				continue;
+			if (cm_layer_cost(cm, st->gpu, st->tp, mbs, type, 1, st->tp,
+					  &lk[s], &c) < 0)
+				return -AR_ENOPROFILE;
+			sr[s].time[type] = c.time_s;
+			sr[s].mem[type] = c.state_bytes + inflight * c.act_bytes;
+		}
+		if (!moe)
+			continue;
+		ntiles[s] = stage_tilings(cm, st->gpu, st->tp,
+					  st->tp * t->replicas, mbs, inflight,
+					  &lk[s], opts->no_expert_tiling,
+					  tiles[s]);
+		if (!ntiles[s])
+			return -AR_ENOPROFILE;
+		for (int i = 0; i < ntiles[s]; i++) {
+			if (tiles[s][i].time < fastest) {
+				fastest = tiles[s][i].time;
+				fi = i;
+			}
+			if (tiles[s][i].mem < leanest) {
+				leanest = tiles[s][i].mem;
+				li = i;
+			}
+		}
+		/* Split with the fastest tiling's time and the leanest's
+		 * memory; the tiling is chosen once the split is known. */
+		sr[s].time[COSTMODEL_LAYER_ATTN] = tiles[s][fi].time;
+		sr[s].mem[COSTMODEL_LAYER_ATTN] = tiles[s][li].mem;
+	}
+
+	if (opts->uniform_layers) {
+		split_uniform(cm, d, last);
+		if (!uniform_fits(cm, sr, d, last))
+			return ar_seterr(-AR_EINFEASIBLE, "an even layer split does not fit in memory");
+	} else {
+		for (int s = 0; s < d; s++) {
+			double most = 0;
+
+			for (int type = 0; type < COSTMODEL_NUM_LAYER_TYPES; type++)
+				most = fmax(most, sr[s].time[type]);
+			hi = fmax(hi, sr[s].fixed_s + most * cm->nlayers);
+		}
+		if (!split_fits(cm, sr, d, hi, NULL))
+			return ar_seterr(-AR_EINFEASIBLE, "the layers do not fit the memory of %d stages",
+					 d);
+		for (int it = 0; it < 50 && hi - lo > 1e-9 * hi; it++) {
+			double mid = 0.5 * (lo + hi);
+
+			if (split_fits(cm, sr, d, mid, NULL))
+				hi = mid;
+			else
+				lo = mid;
+		}
+		split_fits(cm, sr, d, hi, last);
+	}
+
+	for (int s = 0, a = 0; s < d; s++) {
+		struct costmodel_stage *st = &t->stages[s];
+
+		st->first_layer = a;
+		st->last_layer = last[s];
+		a = last[s] + 1;
+		if (!moe)
+			continue;
+		/* The fastest tiling that fits this stage's layers. */
+		double fixed_mem = 0, best = DBL_MAX;
+		int nmoe = 0, bi = -1;
+
+		for (int l = st->first_layer; l <= st->last_layer; l++) {
+			enum costmodel_layer_type type = cm_layer_type(cm, l);
+
+			if (type == COSTMODEL_LAYER_ATTN)
+				nmoe++;
+			else
+				fixed_mem += sr[s].mem[type];
+		}
+		for (int i = 0; i < ntiles[s]; i++) {
+			if (fixed_mem + nmoe * tiles[s][i].mem > sr[s].cap)
+				continue;
+			if (tiles[s][i].time < best) {
+				best = tiles[s][i].time;
+				bi = i;
+			}
+		}
+		if (bi < 0)
+			return ar_seterr(-AR_EINFEASIBLE, "no expert layout fits stage %d", s);
+		st->ep = tiles[s][bi].ep;
+		st->etp = tiles[s][bi].etp;
+		st->edp = st->tp * t->replicas / (st->ep * st->etp);
+	}
+	return 0;
+}
+
+/* Split, tile and price @plan at micro-batch @mbs. */
+static int plan_fill_at(const struct costmodel *cm,
+			const struct costmodel_cluster *cl,
+			struct costmodel_plan *plan, int mbs,
+			const struct costmodel_fill_opts *opts)
+{
+	int rc;
+
+	plan->micro_batch = mbs;
+	for (int j = 0; j < plan->ntemplates; j++) {
+		rc = template_fill(cm, cl, &plan->templates[j], mbs, opts);
+		if (rc < 0)
+			return rc;
+		plan->templates[j].micro_batches = 0;
+	}
+	return costmodel_plan_price(cm, cl, plan);
+}
+
+/* Try every micro-batch size on @plan; keep the fastest in @plan. */
+static int plan_fill_best(const struct costmodel *cm,
+			  const struct costmodel_cluster *cl,
+			  struct costmodel_plan *plan,
+			  const struct costmodel_fill_opts *opts)
+{
+	struct costmodel_plan trial = { 0 }, best = { 0 };
+	char why[512] = "";
+	int rc = 0, first_rc = 0;
+	bool found = false;
+
+	for (int mbs = 1; mbs <= COSTMODEL_MAX_MBS; mbs *= 2) {
+		if (opts->fixed_micro_batch > 0 && mbs != opts->fixed_micro_batch)
+			continue;
+		if (mbs > plan->global_batch)
+			break;
+		rc = costmodel_plan_copy(&trial, plan);
+		if (rc < 0)
+			goto out;
+		rc = plan_fill_at(cm, cl, &trial, mbs, opts);
+		if (rc == -ENOMEM)
+			goto out;
+		if (rc < 0) {
+			if (!first_rc) {
+				first_rc = rc;
+				snprintf(why, sizeof(why), "%s", ar_errmsg());
+			}
+			continue;
+		}
+		if (!found || trial.predicted.samples_per_s >
+			      best.predicted.samples_per_s) {
+			rc = costmodel_plan_copy(&best, &trial);
+			if (rc < 0)
+				goto out;
+			found = true;
+		}
+	}
+	if (!found) {
+		rc = ar_seterr(first_rc ? first_rc : -AR_EINFEASIBLE, "%s",
+			       why[0] ? why : "no micro-batch size fits");
+		goto out;
+	}
+	rc = costmodel_plan_copy(plan, &best);
+out:
+	costmodel_plan_copy(&trial, &(struct costmodel_plan){ 0 });
+	costmodel_plan_copy(&best, &(struct costmodel_plan){ 0 });
+	return rc;
+}
+
+int costmodel_fill_add(const struct costmodel *cm,
+		       const struct costmodel_cluster *cl,
+		       struct costmodel_pool *pool,
+		       struct costmodel_plan *plan,
+		       const struct costmodel_shape *shape,
+		       const struct costmodel_fill_opts *opts)
+{
+	static const struct costmodel_fill_opts defaults;
+	struct costmodel_pool newpool = { 0 };
+	struct costmodel_plan *trial = NULL;
+	struct costmodel_template *t, *grown;
+	int r, rc;
+
+	if (!opts)
+		opts = &defaults;
+	if (shape->depth < 1 || shape->depth > COSTMODEL_MAX_DEPTH)
+		return ar_seterr(-AR_EINVAL, "depth %d is not 1 to %d",
+				 shape->depth, COSTMODEL_MAX_DEPTH);
+	if (shape->depth > cm->model.blocks)
+		return ar_seterr(-AR_EINFEASIBLE, "depth %d exceeds the model's %d blocks",
+				 shape->depth, cm->model.blocks);
+	for (int s = 0; s < shape->depth; s++) {
+		int g = shape->gpu[s], tp = shape->tp[s];
+
+		if (g < 0 || g >= cm->ngpus)
+			return ar_seterr(-AR_EINVAL, "stage %d: bad GPU type %d", s, g);
+		if (cm_log2(tp) < 0 || tp > COSTMODEL_MAX_TP)
+			return ar_seterr(-AR_EINVAL, "stage %d: tp %d is not 1, 2, 4 or 8",
+					 s, tp);
+		if (tp > costmodel_pool_largest_free(pool, g))
+			return ar_seterr(-AR_EINFEASIBLE, "stage %d: no %s node has %d free GPUs",
+					 s, cm->gpus[g].name, tp);
+	}
+	r = costmodel_fill_replicas(cm, pool, shape);
+	if (opts->max_replicas > 0 && r > opts->max_replicas)
+		r = opts->max_replicas;
+	if (r < 1)
+		return ar_seterr(-AR_EINFEASIBLE, "not one replica of the template fits the free GPUs");
+
+	trial = costmodel_plan_clone(plan);
+	if (!trial || (rc = costmodel_pool_copy(&newpool, pool)) < 0) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	grown = realloc(trial->templates,
+			(size_t)(trial->ntemplates + 1) * sizeof(*grown));
+	if (!grown) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	trial->templates = grown;
+	t = &trial->templates[trial->ntemplates++];
+	memset(t, 0, sizeof(*t));
+	t->nstages = shape->depth;
+	t->replicas = r;
+	for (int s = 0; s < shape->depth; s++) {
+		t->stages[s].gpu = shape->gpu[s];
+		t->stages[s].tp = shape->tp[s];
+	}
+	if ((rc = cm_template_alloc_placement(t)) < 0)
+		goto out;
+	if ((rc = place_template(cl, &newpool, shape, t)) < 0) {
+		ar_seterr(rc, "the placement disagrees with the packing count");
+		goto out;
+	}
+	rc = plan_fill_best(cm, cl, trial, opts);
+	if (rc < 0)
+		goto out;
+	if ((rc = costmodel_plan_copy(plan, trial)) < 0)
+		goto out;
+	rc = costmodel_pool_copy(pool, &newpool);
+out:
+	costmodel_plan_free(trial);
+	costmodel_pool_fini(&newpool);
+	return rc;
+}
+
+int costmodel_plan_refill(const struct costmodel *cm,
+			  const struct costmodel_cluster *cl,
+			  struct costmodel_plan *plan,
+			  const struct costmodel_fill_opts *opts)
+{
+	static const struct costmodel_fill_opts defaults;
+
+	return plan_fill_best(cm, cl, plan, opts ? opts : &defaults);
+}
+
+/* ------------------------------------------------------------------ */
+/* Optimistic rates for bounds and features                            */
+
+double costmodel_stage_speed(const struct costmodel *cm, int gpu, int tp)
+{
+	static const struct cm_stage_links no_links = {
+		.intra_Bps = 1, .net_Bps = 1, .gpus_per_node_min = 1,
+	};
+	double best = 0;
+
+	for (int mbs = 1; mbs <= COSTMODEL_MAX_MBS; mbs *= 2) {
+		double total = 0;
+		bool ok = true;
+
+		for (int l = 0; l < cm->nlayers && ok; l++) {
+			struct cm_layer_cost c;
+
+			ok = cm_layer_cost(cm, gpu, tp, mbs, cm_layer_type(cm, l),
+					   1, tp, &no_links, &c) == 0;
+			total += c.time_s;
+		}
+		if (ok && total > 0 && mbs / total > best)
+			best = mbs / total;
+	}
+	return best;
+}
+
+double costmodel_block_state_bytes(const struct costmodel *cm, int gpu, int tp)
+{
+	static const struct cm_stage_links no_links = {
+		.intra_Bps = 1, .net_Bps = 1, .gpus_per_node_min = 1,
+	};
+	struct cm_layer_cost c;
+	int layer = cm->nlayers > 2 ? cm->nlayers - 2 : 0;
+
+	if (cm_layer_cost(cm, gpu, tp, 1, cm_layer_type(cm, layer), 1, tp,
+			  &no_links, &c) < 0)
+		return 0;
+	return c.state_bytes;
+}

@@ -1,0 +1,249 @@
+/*
+ * Bad input: every broken file or request is refused with an error that
+ * names what is wrong, and nothing crashes (this test also runs under
+ * ASan and UBSan in CI).
+ */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "ar.h"
+#include "fixture.h"
+
+static void expect_error(int rc, int want_rc, const char *want_msg)
+{
+	if (rc != want_rc)
+		fail_msg("rc %d (%s), want %d; message: %s", rc, ar_strerror(rc),
+			 want_rc, ar_errmsg());
+	if (!strstr(ar_errmsg(), want_msg))
+		fail_msg("message \"%s\" does not mention \"%s\"", ar_errmsg(),
+			 want_msg);
+}
+
+static void clusters(void **state)
+{
+	static const struct {
+		const char *json;
+		const char *msg;
+	} cases[] = {
+		{ "[]", "not a JSON object" },
+		{ "{\"nodes\":[]}", "non-empty" },
+		{ "{\"nodes\":[{\"gpu\":\"b200\",\"gpus_per_node\":4,\"count\":1}]}",
+		  "unknown GPU \"b200\"" },
+		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"count\":0}]}",
+		  "\"count\" must be positive" },
+		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"count\":-3}]}",
+		  "\"count\" must be positive" },
+		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":0,\"count\":1}]}",
+		  "\"gpus_per_node\" must be positive" },
+		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":32,\"count\":1}]}",
+		  "\"gpus_per_node\" = 32 is larger" },
+		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":2.5,\"count\":1}]}",
+		  "must be an integer" },
+		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"hosts\":\"g[1-\"}]}",
+		  "does not parse" },
+		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"hosts\":\"g1\",\"count\":1}]}",
+		  "not both" },
+		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"hosts\":\"g[1-2],g2\"}]}",
+		  "appears twice" },
+		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus\":4,\"count\":1}]}",
+		  "unknown key \"gpus\"" },
+		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"count\":1}],\"inter_node_gbps\":-1}",
+		  "inter_node_gbps" },
+	};
+	const char *dir = fixture_create();
+	struct costmodel *cm = fixture_load(dir, "toy");
+	char path[4096];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct costmodel_cluster *cl = (void *)1;
+		json_t *root = json_loads(cases[i].json, 0, NULL);
+
+		assert_non_null(root);
+		expect_error(costmodel_cluster_from_json(cm, root, &cl),
+			     -AR_EINVAL, cases[i].msg);
+		assert_null(cl);
+		json_decref(root);
+	}
+	/* Malformed JSON: the file, line and column are named. */
+	fixture_write(dir, "bad.json", "{\"nodes\": [\n  {\"gpu\": \"fast\",}\n]}\n");
+	snprintf(path, sizeof(path), "%s/bad.json", dir);
+	struct costmodel_cluster *cl;
+	expect_error(costmodel_cluster_load(cm, path, &cl), -AR_EINVAL, "bad.json:2:");
+	costmodel_destroy(cm);
+	fixture_destroy(dir);
+}
+
+static void profiles(void **state)
+{
+	static const struct {
+		const char *file;
+		const char *text;
+		const char *msg;
+	} cases[] = {
+		{ "gpus/fast.ini", "[gpu]\nname = fast\n", "memory_gib is missing" },
+		{ "gpus/fast.ini",
+		  "[gpu]\nname = fast\nmemory_gib = lots\npeak_tflops = 1\nhbm_GBps = 1\n"
+		  "intra_node_GBps = 1\nnetwork_gbps = 1\nmax_gpus_per_node = 4\n",
+		  "memory_gib = \"lots\" is not a number" },
+		{ "gpus/fast.ini",
+		  "[gpu]\nname = fast\nmemory_gib = -80\npeak_tflops = 1\nhbm_GBps = 1\n"
+		  "intra_node_GBps = 1\nnetwork_gbps = 1\nmax_gpus_per_node = 4\n",
+		  "out of range" },
+		{ "gpus/fast.ini",
+		  "[gpu]\nname = fast\nmemory_gib = 80\npeak_tflops = 1\nhbm_GBps = 1\n"
+		  "intra_node_GBps = 1\nnetwork_gbps = 1\nmax_gpus_per_node = 4\nmemroy = 3\n",
+		  "unknown key \"memroy\"" },
+		{ "gpus/fast.ini",
+		  "[gpu]\nname = quick\nmemory_gib = 80\npeak_tflops = 1\nhbm_GBps = 1\n"
+		  "intra_node_GBps = 1\nnetwork_gbps = 1\nmax_gpus_per_node = 4\n",
+		  "does not match the file name" },
+		{ "gpus/fast.ini", "no section here\n", "fast.ini" },
+		{ "models/toy.ini", "[model]\nname = toy\nblocks = 8\n", "hidden is missing" },
+		{ "models/toy.ini",
+		  "[model]\nname = toy\nblocks = 8.5\nhidden = 1024\nffn = 1\nheads = 1\n"
+		  "kv_heads = 1\nhead_dim = 1\nvocab = 1\n", "blocks = 8.5 is not an integer" },
+		{ "models/toy.ini",
+		  "[model]\nname = toy\nblocks = 8\nhidden = 1024\nffn = 1\nheads = 1\n"
+		  "kv_heads = 1\nhead_dim = 1\nvocab = 1\nexperts = 8\ntop_k = 9\nexpert_ffn = 1\n",
+		  "top_k" },
+		{ "models/toy.ini",
+		  "[model]\nname = toy\nblocks = 8\nhidden = 1024\nffn = 1\nheads = 1\n"
+		  "kv_heads = 1\nhead_dim = 1\nvocab = 1\ngated = maybe\n",
+		  "gated = \"maybe\" is not true or false" },
+		{ "layers/toy/fast.ini", "[tp3.mbs1.block]\nfwd_ms = 1\n", "tp3.mbs1.block" },
+		{ "layers/toy/fast.ini", "[tp1.mbs1.blocks]\nfwd_ms = 1\n", "tp1.mbs1.blocks" },
+		{ "layers/toy/fast.ini",
+		  "[tp1.mbs1.block]\nfwd_ms = 1\nbwd_ms = 2\ncomm_ms = 0\nact_bytes = 1\n",
+		  "param_bytes is missing" },
+		{ "layers/toy/fast.ini",
+		  "[tp1.mbs1.block]\nfwd_ms = 1e999\nbwd_ms = 2\ncomm_ms = 0\nact_bytes = 1\nparam_bytes = 1\n",
+		  "fwd_ms" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *dir = fixture_create();
+		struct costmodel_opts opts = { .profiles_dir = dir };
+		struct costmodel *cm = (void *)1;
+
+		fixture_write(dir, cases[i].file, cases[i].text);
+		expect_error(costmodel_load("toy", &opts, &cm), -AR_EINVAL,
+			     cases[i].msg);
+		assert_null(cm);
+		fixture_destroy(dir);
+	}
+}
+
+static void unknown_model(void **state)
+{
+	const char *dir = fixture_create();
+	struct costmodel_opts opts = { .profiles_dir = dir };
+	struct costmodel *cm;
+
+	expect_error(costmodel_load("gpt-5", &opts, &cm), -AR_ENOTFOUND,
+		     "unknown model \"gpt-5\"");
+	expect_error(costmodel_load("../etc/passwd", &opts, &cm), -AR_EINVAL,
+		     "not valid");
+	fixture_destroy(dir);
+}
+
+static void fits_nowhere(void **state)
+{
+	const char *dir = fixture_create();
+	struct costmodel *cm = fixture_load(dir, "huge");
+	struct costmodel_cluster *cl = fixture_cluster(cm,
+		"{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"count\":4}]}");
+
+	/* Every depth that has room for one replica runs out of memory. */
+	for (int depth = 1; depth <= 4; depth++) {
+		struct costmodel_shape shape = { .depth = depth };
+		struct costmodel_plan *plan = costmodel_plan_create(cm);
+		struct costmodel_pool pool;
+
+		for (int s = 0; s < depth; s++)
+			shape.tp[s] = 4;
+		assert_int_equal(costmodel_pool_init(&pool, cl), 0);
+		expect_error(costmodel_fill_add(cm, cl, &pool, plan, &shape, NULL),
+			     -AR_EINFEASIBLE, "memory");
+		assert_int_equal(plan->ntemplates, 0);
+		costmodel_pool_fini(&pool);
+		costmodel_plan_free(plan);
+	}
+	costmodel_cluster_free(cl);
+	costmodel_destroy(cm);
+	fixture_destroy(dir);
+}
+
+static void plans(void **state)
+{
+#define STAGE(gpu, tp, a, b) "{\"gpu\":\"" gpu "\",\"tp\":" #tp ",\"layers\":[" #a "," #b "]}"
+#define PLACE(node, gpus) "{\"node\":\"" node "\",\"gpus\":[" gpus "]}"
+#define PLAN(stages, placement) \
+	"{\"arachne_plan\":1,\"model\":\"toy\",\"micro_batch\":1,\"templates\":" \
+	"[{\"replicas\":1,\"stages\":[" stages "],\"placement\":[[" placement "]]}]}"
+	static const struct {
+		const char *json;
+		const char *msg;
+	} cases[] = {
+		{ PLAN(STAGE("fast", 1, 0, 4) "," STAGE("fast", 1, 5, 9),
+		       PLACE("n1", "0") "," PLACE("n1", "0")), "GPU 0 is used twice" },
+		{ PLAN(STAGE("fast", 1, 0, 3) "," STAGE("fast", 1, 5, 9),
+		       PLACE("n1", "0") "," PLACE("n1", "1")), "continue the pipeline" },
+		{ PLAN(STAGE("fast", 1, 0, 8), PLACE("n1", "0")), "layers end at 8" },
+		{ PLAN(STAGE("fast", 3, 0, 9), PLACE("n1", "0,1,2")), "tp 3" },
+		{ PLAN(STAGE("fast", 1, 0, 9), PLACE("n9", "0")), "\"n9\" is not in the cluster" },
+		{ PLAN(STAGE("fast", 1, 0, 9), PLACE("s1", "0")), "has slow GPUs" },
+		{ PLAN(STAGE("fast", 1, 0, 9), PLACE("n1", "7")), "has no GPU 7" },
+		{ PLAN(STAGE("fast", 2, 0, 9), PLACE("n1", "0")), "must list the stage's 2 GPUs" },
+		{ "{\"arachne_plan\":1,\"model\":\"llama\",\"micro_batch\":1,\"templates\":[]}",
+		  "\"model\" must be \"toy\"" },
+		{ "{\"arachne_plan\":2}", "format version 2" },
+		{ "{\"arachne_plan\":1,\"model\":\"toy\",\"micro_batch\":3,\"templates\":"
+		  "[{\"replicas\":1,\"stages\":[" STAGE("fast", 1, 0, 9) "],\"placement\":[["
+		  PLACE("n1", "0") "]]}]}", "micro_batch 3" },
+		{ "{\"arachne_plan\":1,\"model\":\"toy\",\"micro_batch\":1,\"templates\":"
+		  "[{\"replicas\":2,\"stages\":[" STAGE("fast", 1, 0, 9) "],\"placement\":[["
+		  PLACE("n1", "0") "]]}]}", "one row per replica" },
+		{ "{\"arachne_plan\":1,\"model\":\"toy\",\"micro_batch\":1,\"surprise\":1}",
+		  "unknown key \"surprise\"" },
+	};
+	const char *dir = fixture_create();
+	struct costmodel *cm = fixture_load(dir, "toy");
+	struct costmodel_cluster *cl = fixture_cluster(cm,
+		"{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"hosts\":\"n1\"},"
+		"{\"gpu\":\"slow\",\"gpus_per_node\":4,\"hosts\":\"s1\"}]}");
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct costmodel_plan *plan = (void *)1;
+		json_t *root = json_loads(cases[i].json, 0, NULL);
+
+		if (!root)
+			fail_msg("case %zu: test JSON does not parse", i);
+		expect_error(costmodel_plan_from_json(cm, cl, root, &plan),
+			     -AR_EINVAL, cases[i].msg);
+		assert_null(plan);
+		json_decref(root);
+	}
+	costmodel_cluster_free(cl);
+	costmodel_destroy(cm);
+	fixture_destroy(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(clusters),
+		cmocka_unit_test(profiles),
+		cmocka_unit_test(unknown_model),
+		cmocka_unit_test(fits_nowhere),
+		cmocka_unit_test(plans),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,217 @@
+/*
+ * Golden numbers: the memory and time model against hand calculations
+ * written out below, on the synthetic profiles of fixture.h.
+ */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "ar.h"
+#include "fixture.h"
+
+#define REL_TOL 1e-6
+
+static const char *dir;
+
+static int setup(void **state)
+{
+	dir = fixture_create();
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	fixture_destroy(dir);
+	return 0;
+}
+
+static void assert_close(double got, double want, const char *what)
+{
+	double err = got > want ? got - want : want - got;
+
+	if (err > REL_TOL * (want > 0 ? want : 1))
+		fail_msg("%s: got %.12g, want %.12g", what, got, want);
+}
+
+static struct costmodel_plan *plan_from(struct costmodel *cm,
+					struct costmodel_cluster *cl,
+					const char *json)
+{
+	struct costmodel_plan *plan;
+	json_error_t jerr;
+	json_t *root = json_loads(json, 0, &jerr);
+
+	if (!root)
+		fail_msg("plan JSON: %s", jerr.text);
+	if (costmodel_plan_from_json(cm, cl, root, &plan) < 0)
+		fail_msg("plan: %s", ar_errmsg());
+	json_decref(root);
+	if (costmodel_plan_price(cm, cl, plan) < 0)
+		fail_msg("price: %s", ar_errmsg());
+	return plan;
+}
+
+/*
+ * Dense: 2 stages x 2 replicas on one 4-GPU "fast" node, micro-batch 1,
+ * 64 micro-batches, so M = 32 per replica.
+ *   t0 = embed 0.3 + 4 blocks * 3.0 = 12.3 ms, plus p2p inside the node:
+ *        2 * (1*1024*1024*2 B / (400e9*0.8 B/s) + 5 us) = 23.1072 us
+ *   t1 = 4 blocks * 3.0 + head 1.5 = 13.5 ms
+ *   pipeline = 31 * 13.5 + (12.3231072 + 13.5) = 444.3231072 ms
+ *   sync: both replicas in one node, ring of 2 at 320e9 B/s + 5 us steps:
+ *        block 268435456 B -> 838.8608 + 10 us = 0.8488608 ms
+ *        embed/head 67108864 B -> 209.7152 + 10 us = 0.2197152 ms
+ *        per stage 0.2197152 + 4 * 0.8488608 = 3.6151584 ms
+ *   iteration = 0.4443231072 + 0.0036151584 = 0.4479382656 s
+ *   memory stage 0: (64 + 4*256) MiB * 8 = 8.5 GiB of state,
+ *        2 in flight * (8 + 4*64) MiB = 0.515625 GiB, + 1.5 GiB overhead
+ */
+static void dense_two_stages(void **state)
+{
+	struct costmodel *cm = fixture_load(dir, "toy");
+	struct costmodel_cluster *cl = fixture_cluster(cm,
+		"{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"hosts\":\"n1\"}]}");
+	struct costmodel_plan *plan = plan_from(cm, cl,
+		"{\"arachne_plan\":1,\"model\":\"toy\",\"micro_batch\":1,"
+		"\"templates\":[{\"replicas\":2,\"stages\":["
+		"{\"gpu\":\"fast\",\"tp\":1,\"layers\":[0,4]},"
+		"{\"gpu\":\"fast\",\"tp\":1,\"layers\":[5,9]}],"
+		"\"placement\":[[{\"node\":\"n1\",\"gpus\":[0]},{\"node\":\"n1\",\"gpus\":[1]}],"
+		"[{\"node\":\"n1\",\"gpus\":[2]},{\"node\":\"n1\",\"gpus\":[3]}]]}]}");
+
+	assert_int_equal(plan->templates[0].micro_batches, 32);
+	assert_close(plan->templates[0].stages[0].time_s, 0.0123231072, "t0");
+	assert_close(plan->templates[0].stages[1].time_s, 0.0135, "t1");
+	assert_close(plan->predicted.pipeline_s, 0.4443231072, "pipeline");
+	assert_close(plan->predicted.sync_s, 0.0036151584, "sync");
+	assert_close(plan->predicted.iter_s, 0.4479382656, "iteration");
+	assert_close(plan->predicted.samples_per_s, 64 / 0.4479382656, "samples/s");
+	assert_close(plan->templates[0].stages[0].peak_mem_gib,
+		     8.5 + 0.515625 + 1.5, "stage 0 memory");
+	costmodel_plan_free(plan);
+	costmodel_cluster_free(cl);
+	costmodel_destroy(cm);
+}
+
+/*
+ * Two templates of different speed share the batch: one "fast" GPU and
+ * one "slow" GPU (3x slower), each a whole-model pipeline, 1-GPU nodes.
+ *   t_fast = 0.3 + 8*3 + 1.5 = 25.8 ms; t_slow = 77.4 ms
+ *   T = 64 / (1/25.8 + 1/77.4) = 1238.4 ms: M_fast = 48, M_slow = 16
+ *   sync over the network, 100 Gb/s * 0.8 = 10e9 B/s per 1-GPU node,
+ *   ring of 2 with 20 us steps: block 26.8435456 + 0.04 ms,
+ *   embed/head 6.7108864 + 0.04 ms; a stage holds all 10 layers:
+ *   2 * 6.7508864 + 8 * 26.8835456 = 228.5701376 ms
+ *   iteration = 1.2384 + 0.2285701376 s
+ */
+static void speed_proportional_batch(void **state)
+{
+	struct costmodel *cm = fixture_load(dir, "toy");
+	struct costmodel_cluster *cl = fixture_cluster(cm,
+		"{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":1,\"hosts\":\"f1\"},"
+		"{\"gpu\":\"slow\",\"gpus_per_node\":1,\"hosts\":\"s1\"}]}");
+	struct costmodel_plan *plan = plan_from(cm, cl,
+		"{\"arachne_plan\":1,\"model\":\"toy\",\"micro_batch\":1,\"templates\":["
+		"{\"replicas\":1,\"stages\":[{\"gpu\":\"fast\",\"tp\":1,\"layers\":[0,9]}],"
+		"\"placement\":[[{\"node\":\"f1\",\"gpus\":[0]}]]},"
+		"{\"replicas\":1,\"stages\":[{\"gpu\":\"slow\",\"tp\":1,\"layers\":[0,9]}],"
+		"\"placement\":[[{\"node\":\"s1\",\"gpus\":[0]}]]}]}");
+
+	assert_int_equal(plan->templates[0].micro_batches, 48);
+	assert_int_equal(plan->templates[1].micro_batches, 16);
+	assert_close(plan->predicted.pipeline_s, 1.2384, "pipeline");
+	assert_close(plan->predicted.sync_s, 0.2285701376, "sync");
+	assert_close(plan->predicted.iter_s, 1.2384 + 0.2285701376, "iteration");
+	assert_close(plan->templates[0].stages[0].peak_mem_gib,
+		     17 + 648 / 1024.0 + 1.5, "fast stage memory");
+	costmodel_plan_free(plan);
+	costmodel_cluster_free(cl);
+	costmodel_destroy(cm);
+}
+
+/*
+ * MoE: one stage at TP 2, 2 replicas on a 4-GPU node (W = 4), experts
+ * laid out EP 2 x ETP 1 x EDP 2, micro-batch 1, M = 32.
+ *   per MoE block: attn at tp 2: 0.25 + 0.5 + 0.1 = 0.85 ms;
+ *     experts at etp 1: 6 ms * etp/tp = 3 ms;
+ *     all-to-all: 1024*2*0.5 slots * 1024 * 2 B * 1/2 = 1048576 B
+ *     inside the node: 4 * (1048576 / 320e9 + 5 us) = 0.0331072 ms
+ *   stage = embed 0.3 + 8 * 3.8831072 + head 0.75 = 32.1148576 ms
+ *   pipeline = 32 * 32.1148576 ms
+ *   sync in the node (320e9 B/s, ring of 2): attn 64 MiB 0.2197152 ms,
+ *     experts 1024/2 MiB over EDP 2: 1.6877216 ms, embed/head 32 MiB
+ *     0.1148576 ms: 8 * 1.9074368 + 2 * 0.1148576 = 15.4892096 ms
+ *   memory: (32 + 32 + 8 * (64 + 512)) MiB * 8 = 36.5 GiB of state;
+ *     activations 8 + 64 + 8 * (64 + 16) MiB; 1.5 GiB overhead
+ */
+static void moe_expert_layout(void **state)
+{
+	struct costmodel *cm = fixture_load(dir, "toymoe");
+	struct costmodel_cluster *cl = fixture_cluster(cm,
+		"{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"hosts\":\"n1\"}]}");
+	struct costmodel_plan *plan = plan_from(cm, cl,
+		"{\"arachne_plan\":1,\"model\":\"toymoe\",\"micro_batch\":1,"
+		"\"templates\":[{\"replicas\":2,\"stages\":["
+		"{\"gpu\":\"fast\",\"tp\":2,\"layers\":[0,9],\"ep\":2,\"etp\":1,\"edp\":2}],"
+		"\"placement\":[[{\"node\":\"n1\",\"gpus\":[0,1]}],"
+		"[{\"node\":\"n1\",\"gpus\":[2,3]}]]}]}");
+
+	assert_close(plan->templates[0].stages[0].time_s, 0.0321148576, "stage");
+	assert_close(plan->predicted.pipeline_s, 32 * 0.0321148576, "pipeline");
+	assert_close(plan->predicted.sync_s, 0.0154892096, "sync");
+	assert_close(plan->templates[0].stages[0].peak_mem_gib,
+		     36.5 + 712 / 1024.0 + 1.5, "memory");
+	costmodel_plan_free(plan);
+	costmodel_cluster_free(cl);
+	costmodel_destroy(cm);
+}
+
+/* The fill: packing counts and layer balance on known clusters. */
+static void fill_packs_and_balances(void **state)
+{
+	struct costmodel *cm = fixture_load(dir, "toy");
+	/* Nodes of 3 fast GPUs: a TP-2 group per node, never across. */
+	struct costmodel_cluster *cl = fixture_cluster(cm,
+		"{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":3,\"count\":4},"
+		"{\"gpu\":\"slow\",\"gpus_per_node\":4,\"count\":2}]}");
+	struct costmodel_pool pool;
+	struct costmodel_plan *plan = costmodel_plan_create(cm);
+	struct costmodel_shape tp2 = { .depth = 1, .gpu = { 0 }, .tp = { 2 } };
+	struct costmodel_shape mixed = { .depth = 2, .gpu = { 0, 1 }, .tp = { 1, 1 } };
+
+	assert_int_equal(costmodel_gpu_find(cm, "fast"), 0);
+	assert_int_equal(costmodel_pool_init(&pool, cl), 0);
+	assert_int_equal(costmodel_fill_replicas(cm, &pool, &tp2), 4);
+	assert_int_equal(costmodel_fill_add(cm, cl, &pool, plan, &tp2, NULL), 0);
+	assert_int_equal(plan->templates[0].replicas, 4);
+	assert_int_equal(pool.free_by_type[0], 4);	/* one left per node */
+	/* fast x1 + slow x1: min(4 fast singles, 8 slow) = 4 replicas. */
+	assert_int_equal(costmodel_fill_replicas(cm, &pool, &mixed), 4);
+	assert_int_equal(costmodel_fill_add(cm, cl, &pool, plan, &mixed, NULL), 0);
+	/* A 3x slower stage gets about a quarter of the 8 blocks. */
+	const struct costmodel_template *t = &plan->templates[1];
+	int fast_blocks = t->stages[0].last_layer - t->stages[0].first_layer;
+	assert_true(fast_blocks >= 5 && fast_blocks <= 7);
+	assert_int_equal(costmodel_plan_check(cm, cl, plan), 0);
+	costmodel_pool_fini(&pool);
+	costmodel_plan_free(plan);
+	costmodel_cluster_free(cl);
+	costmodel_destroy(cm);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(dense_two_stages),
+		cmocka_unit_test(speed_proportional_batch),
+		cmocka_unit_test(moe_expert_layout),
+		cmocka_unit_test(fill_packs_and_balances),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

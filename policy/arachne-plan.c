@@ -1,0 +1,300 @@
+/*
+ * arachne-plan - plan a cluster, or price a given plan, with the cost
+ * model every planner shares.  Exit status: 0 a plan, 1 no feasible plan
+ * (with the reason), 2 bad input.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ar.h"
+#include "policy.h"
+
+#define EXIT_INFEASIBLE 1
+#define EXIT_BADINPUT 2
+
+static const char *prog = "arachne-plan";
+
+static void usage(FILE *f)
+{
+	const char *const *names = policy_planner_names();
+
+	fprintf(f,
+"Usage: %s --model NAME --cluster FILE [options]\n"
+"       %s --evaluate PLAN.json --model NAME --cluster FILE [options]\n"
+"\n"
+"Plan distributed training of model NAME on the GPUs of cluster FILE, or\n"
+"price the plan in PLAN.json, with Arachne's cost model.\n"
+"\n"
+"  -m, --model NAME        model profile (profiles/models/NAME.ini)\n"
+"  -c, --cluster FILE      cluster composition (JSON)\n"
+"  -p, --planner NAME      planner:", prog, prog);
+	for (; *names; names++)
+		fprintf(f, " %s", *names);
+	fprintf(f, "\n"
+"                          (default: exhaustive)\n"
+"  -e, --evaluate FILE     price this plan instead of planning\n"
+"  -b, --global-batch N    samples per iteration (default: the model's)\n"
+"  -s, --seq-len N         sequence length (default: the model's)\n"
+"  -B, --budget-s S        planning time budget in seconds (default 600)\n"
+"  -P, --policy FILE       policy weights for the arachne planner\n"
+"  -d, --profiles DIR      profiles directory (default: $AR_PROFILES or\n"
+"                          the installed profiles)\n"
+"  -f, --format FMT        text (default) or json\n"
+"  -o, --output FILE       write the plan JSON to FILE (atomically)\n"
+"  -j, --threads N         planning threads (default: all CPUs)\n"
+"      --seed N            random seed (default 1)\n"
+"  -q, --quiet             no progress on stderr\n"
+"  -h, --help              this help\n");
+}
+
+static int parse_int(const char *opt, const char *s, long min, long max,
+		     long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtol(s, &end, 10);
+	if (end == s || *end || errno || *out < min || *out > max) {
+		fprintf(stderr, "%s: %s: \"%s\" is not an integer in [%ld, %ld]\n",
+			prog, opt, s, min, max);
+		return -1;
+	}
+	return 0;
+}
+
+static void print_text(const struct costmodel *cm,
+		       const struct costmodel_cluster *cl,
+		       const struct costmodel_plan *plan, bool evaluated)
+{
+	int used = costmodel_plan_total_gpus(plan);
+	int total = costmodel_cluster_total_gpus(cl);
+
+	printf("%s on %s: %d of %d GPUs in %d template%s, micro-batch %d, global batch %d\n",
+	       costmodel_model(cm)->name, cl->name, used, total,
+	       plan->ntemplates, plan->ntemplates == 1 ? "" : "s",
+	       plan->micro_batch, plan->global_batch);
+	if (!evaluated)
+		printf("planner %s: %.3f s, %ld plans priced, search %s\n",
+		       plan->planner, plan->planning_s, plan->plans_priced,
+		       plan->search_complete ? "complete" : "stopped by the budget");
+	for (int j = 0; j < plan->ntemplates; j++) {
+		const struct costmodel_template *t = &plan->templates[j];
+
+		printf("\ntemplate %d: %d replica%s x %d stage%s, %d micro-batches per replica\n",
+		       j + 1, t->replicas, t->replicas == 1 ? "" : "s",
+		       t->nstages, t->nstages == 1 ? "" : "s", t->micro_batches);
+		printf("  %-5s %-13s %3s %-9s %-15s %-10s %9s %9s\n", "stage",
+		       "gpu", "tp", "layers", "memory GiB", "ep/etp/edp",
+		       "ms/mb", "sync ms");
+		for (int s = 0; s < t->nstages; s++) {
+			const struct costmodel_stage *st = &t->stages[s];
+			const struct costmodel_gpu *g = costmodel_gpu(cm, st->gpu);
+			char layers[32], mem[32], tiling[32];
+
+			snprintf(layers, sizeof(layers), "%d-%d", st->first_layer,
+				 st->last_layer);
+			snprintf(mem, sizeof(mem), "%.1f / %.0f", st->peak_mem_gib,
+				 g->memory_gib);
+			snprintf(tiling, sizeof(tiling), "%d/%d/%d", st->ep,
+				 st->etp, st->edp);
+			printf("  %-5d %-13s %3d %-9s %-15s %-10s %9.2f %9.2f\n",
+			       s, g->name, st->tp, layers, mem, tiling,
+			       st->time_s * 1e3, st->sync_s * 1e3);
+		}
+	}
+	if (used < total)
+		printf("\nunused: %d GPU%s\n", total - used,
+		       total - used == 1 ? "" : "s");
+	printf("\npredicted: %.3f s per iteration (pipeline %.3f s + gradient sync %.3f s), %.4f iterations/s, %.1f samples/s\n",
+	       plan->predicted.iter_s, plan->predicted.pipeline_s,
+	       plan->predicted.sync_s, plan->predicted.iters_per_s,
+	       plan->predicted.samples_per_s);
+}
+
+/* Map a library error to the exit status of ARCHITECTURE.md. */
+static int exit_for(int rc)
+{
+	if (rc == -AR_EINFEASIBLE || rc == -AR_ETIMEOUT)
+		return EXIT_INFEASIBLE;
+	return EXIT_BADINPUT;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "model", required_argument, NULL, 'm' },
+		{ "cluster", required_argument, NULL, 'c' },
+		{ "planner", required_argument, NULL, 'p' },
+		{ "evaluate", required_argument, NULL, 'e' },
+		{ "global-batch", required_argument, NULL, 'b' },
+		{ "seq-len", required_argument, NULL, 's' },
+		{ "budget-s", required_argument, NULL, 'B' },
+		{ "policy", required_argument, NULL, 'P' },
+		{ "profiles", required_argument, NULL, 'd' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "threads", required_argument, NULL, 'j' },
+		{ "seed", required_argument, NULL, 'S' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
+	};
+	const char *model = NULL, *cluster = NULL, *evaluate = NULL;
+	const char *output = NULL;
+	struct costmodel_opts copts = { 0 };
+	struct policy_request req = { .planner = "exhaustive", .seed = 1 };
+	struct costmodel *cm = NULL;
+	struct costmodel_cluster *cl = NULL;
+	struct costmodel_plan *plan = NULL;
+	bool json = false;
+	json_t *out = NULL;
+	int c, rc, status = EXIT_BADINPUT;
+	long v;
+
+	while ((c = getopt_long(argc, argv, "m:c:p:e:b:s:B:P:d:f:o:j:qh",
+				longopts, NULL)) != -1) {
+		switch (c) {
+		case 'm': model = optarg; break;
+		case 'c': cluster = optarg; break;
+		case 'p': req.planner = optarg; break;
+		case 'e': evaluate = optarg; break;
+		case 'P': req.policy_path = optarg; break;
+		case 'd': copts.profiles_dir = optarg; break;
+		case 'o': output = optarg; break;
+		case 'q': req.quiet = true; break;
+		case 'b':
+			if (parse_int("--global-batch", optarg, 1, 1 << 24, &v) < 0)
+				return EXIT_BADINPUT;
+			copts.global_batch = (int)v;
+			break;
+		case 's':
+			if (parse_int("--seq-len", optarg, 1, 1 << 20, &v) < 0)
+				return EXIT_BADINPUT;
+			copts.seq_len = (int)v;
+			break;
+		case 'j':
+			if (parse_int("--threads", optarg, 1, 64, &v) < 0)
+				return EXIT_BADINPUT;
+			req.threads = (int)v;
+			break;
+		case 'S':
+			if (parse_int("--seed", optarg, 0, LONG_MAX, &v) < 0)
+				return EXIT_BADINPUT;
+			req.seed = (unsigned long)v;
+			break;
+		case 'B': {
+			char *end;
+
+			req.budget_s = strtod(optarg, &end);
+			if (end == optarg || *end || !(req.budget_s > 0)) {
+				fprintf(stderr, "%s: --budget-s: \"%s\" is not a positive number of seconds\n",
+					prog, optarg);
+				return EXIT_BADINPUT;
+			}
+			break;
+		}
+		case 'f':
+			if (strcmp(optarg, "json") == 0) {
+				json = true;
+			} else if (strcmp(optarg, "text") != 0) {
+				fprintf(stderr, "%s: --format: \"%s\" is not text or json\n",
+					prog, optarg);
+				return EXIT_BADINPUT;
+			}
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return EXIT_BADINPUT;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "%s: unexpected argument \"%s\"\n", prog, argv[optind]);
+		return EXIT_BADINPUT;
+	}
+	if (!model || !cluster) {
+		fprintf(stderr, "%s: --model and --cluster are required (see --help)\n",
+			prog);
+		return EXIT_BADINPUT;
+	}
+
+	rc = costmodel_load(model, &copts, &cm);
+	if (rc < 0) {
+		fprintf(stderr, "%s: %s\n", prog, ar_errmsg()[0] ? ar_errmsg() :
+			ar_strerror(rc));
+		return EXIT_BADINPUT;
+	}
+	rc = costmodel_cluster_load(cm, cluster, &cl);
+	if (rc < 0) {
+		fprintf(stderr, "%s: %s\n", prog, ar_errmsg()[0] ? ar_errmsg() :
+			ar_strerror(rc));
+		goto out;
+	}
+
+	if (evaluate) {
+		json_t *root = ar_json_load_file(evaluate);
+
+		if (!root) {
+			fprintf(stderr, "%s: %s\n", prog, ar_errmsg());
+			goto out;
+		}
+		rc = costmodel_plan_from_json(cm, cl, root, &plan);
+		json_decref(root);
+		if (rc == 0)
+			rc = costmodel_plan_price(cm, cl, plan);
+		if (rc < 0) {
+			fprintf(stderr, "%s: %s: %s\n", prog, evaluate, ar_errmsg());
+			status = exit_for(rc);
+			goto out;
+		}
+	} else {
+		req.cm = cm;
+		req.cl = cl;
+		rc = policy_plan(&req, &plan);
+		if (rc < 0) {
+			fprintf(stderr, "%s: no plan for %s on %s: %s\n", prog,
+				model, cl->name, ar_errmsg()[0] ? ar_errmsg() :
+				ar_strerror(rc));
+			status = exit_for(rc);
+			goto out;
+		}
+	}
+
+	out = costmodel_plan_to_json(cm, cl, plan);
+	if (!out) {
+		fprintf(stderr, "%s: out of memory\n", prog);
+		goto out;
+	}
+	if (output) {
+		char *text = json_dumps(out, JSON_INDENT(2));
+
+		rc = text ? ar_file_write_atomic(output, text, strlen(text), 0644) :
+			    -ENOMEM;
+		free(text);
+		if (rc < 0) {
+			fprintf(stderr, "%s: %s: %s\n", prog, output, ar_strerror(rc));
+			goto out;
+		}
+	}
+	if (json) {
+		json_dumpf(out, stdout, JSON_INDENT(2));
+		putchar('\n');
+	} else {
+		print_text(cm, cl, plan, evaluate != NULL);
+	}
+	status = 0;
+out:
+	json_decref(out);
+	costmodel_plan_free(plan);
+	costmodel_cluster_free(cl);
+	costmodel_destroy(cm);
+	return status;
+}

@@ -1,0 +1,317 @@
+/*
+ * exhaustive.c - the reference planner: every sequence of structural
+ * templates, each completed by the fill, with branch-and-bound.
+ *
+ * The search space (docs/planners.md):
+ *  - a template is a multiset of stage options (GPU type, TP degree) of
+ *    size 1..max depth; its stages run in the canonical order of most
+ *    memory per stage first, because the first stages of a 1F1B pipeline
+ *    hold the most micro-batches in flight;
+ *  - a plan is a sequence of up to EXH_MAX_TEMPLATES templates in
+ *    non-decreasing canonical order (the fill packs each into what the
+ *    earlier ones left);
+ *  - a template is only added when it makes the plan faster, and a branch
+ *    is cut when even an optimistic bound on what its free GPUs could add
+ *    (each GPU at its best profiled per-GPU rate, no bubbles, no
+ *    synchronization) cannot beat the best plan found.
+ * The first level is shared among threads; each explores its subtrees
+ * depth first.  The budget is checked before every fill.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner.h"
+
+#define EXH_MAX_DEPTH 8		/* the paper's D for its search-space count */
+#define EXH_MAX_TEMPLATES 4
+#define EXH_MAX_OPTIONS (COSTMODEL_MAX_GPU_TYPES * COSTMODEL_NUM_TP)
+
+struct exh_option {
+	int gpu, tp;
+	double mem_gib;			/* memory of the stage's TP group */
+};
+
+/* A template by the option index of each stage, non-decreasing. */
+struct exh_key {
+	int depth;
+	int opt[EXH_MAX_DEPTH];
+};
+
+struct exh_search {
+	const struct policy_request *req;
+	const struct costmodel *cm;
+	const struct costmodel_cluster *cl;
+	struct planner_deadline deadline;
+	struct exh_option opts[EXH_MAX_OPTIONS];
+	int nopts;
+	double rate_per_gpu[COSTMODEL_MAX_GPU_TYPES];
+	struct exh_key *keys;		/* every template, canonical order */
+	size_t nkeys;
+	int max_depth;
+
+	pthread_mutex_t lock;		/* guards what follows */
+	size_t next_root;		/* next first-level key to explore */
+	struct costmodel_plan *best;
+	long priced;
+	bool timed_out;
+	int first_error;
+	char first_error_msg[512];
+};
+
+static int option_cmp(const void *a, const void *b)
+{
+	const struct exh_option *x = a, *y = b;
+
+	if (x->mem_gib != y->mem_gib)
+		return x->mem_gib > y->mem_gib ? -1 : 1;
+	if (x->gpu != y->gpu)
+		return x->gpu - y->gpu;
+	return x->tp - y->tp;
+}
+
+/* Every non-decreasing option sequence of each depth, in key order. */
+static int build_keys(struct exh_search *x)
+{
+	size_t cap = 1024;
+	struct exh_key k;
+
+	x->keys = malloc(cap * sizeof(*x->keys));
+	if (!x->keys)
+		return -ENOMEM;
+	for (int d = 1; d <= x->max_depth; d++) {
+		k.depth = d;
+		for (int s = 0; s < d; s++)
+			k.opt[s] = 0;
+		for (;;) {
+			int s;
+
+			if (x->nkeys == cap) {
+				struct exh_key *n = realloc(x->keys, 2 * cap * sizeof(*n));
+
+				if (!n)
+					return -ENOMEM;
+				x->keys = n;
+				cap *= 2;
+			}
+			x->keys[x->nkeys++] = k;
+			/* Next non-decreasing sequence. */
+			for (s = d - 1; s >= 0 && k.opt[s] == x->nopts - 1; s--)
+				;
+			if (s < 0)
+				break;
+			k.opt[s]++;
+			for (int t = s + 1; t < d; t++)
+				k.opt[t] = k.opt[s];
+		}
+	}
+	return 0;
+}
+
+static void key_shape(const struct exh_search *x, const struct exh_key *k,
+		      struct costmodel_shape *shape)
+{
+	shape->depth = k->depth;
+	for (int s = 0; s < k->depth; s++) {
+		shape->gpu[s] = x->opts[k->opt[s]].gpu;
+		shape->tp[s] = x->opts[k->opt[s]].tp;
+	}
+}
+
+static double bound(const struct exh_search *x, const struct costmodel_plan *plan,
+		    const struct costmodel_pool *pool)
+{
+	double b = plan->ntemplates ? plan->predicted.samples_per_s : 0;
+
+	for (int g = 0; g < costmodel_num_gpus(x->cm); g++)
+		b += pool->free_by_type[g] * x->rate_per_gpu[g];
+	return b;
+}
+
+static void offer_best(struct exh_search *x, const struct costmodel_plan *plan)
+{
+	pthread_mutex_lock(&x->lock);
+	if (!x->best || plan->predicted.samples_per_s >
+			x->best->predicted.samples_per_s) {
+		struct costmodel_plan *c = costmodel_plan_clone(plan);
+
+		if (c) {
+			costmodel_plan_free(x->best);
+			x->best = c;
+		}
+	}
+	pthread_mutex_unlock(&x->lock);
+}
+
+static double best_rate(struct exh_search *x)
+{
+	double r;
+
+	pthread_mutex_lock(&x->lock);
+	r = x->best ? x->best->predicted.samples_per_s : 0;
+	pthread_mutex_unlock(&x->lock);
+	return r;
+}
+
+static void note_error(struct exh_search *x, int rc)
+{
+	pthread_mutex_lock(&x->lock);
+	if (!x->first_error) {
+		x->first_error = rc;
+		snprintf(x->first_error_msg, sizeof(x->first_error_msg), "%s",
+			 ar_errmsg());
+	}
+	pthread_mutex_unlock(&x->lock);
+}
+
+/*
+ * Try template @ki on top of @plan/@pool; on success recurse from it.
+ * Returns false when the budget ran out.
+ */
+static bool explore(struct exh_search *x, const struct costmodel_plan *plan,
+		    const struct costmodel_pool *pool, size_t ki, int level,
+		    long *priced)
+{
+	struct costmodel_plan *child;
+	struct costmodel_pool cpool = { 0 };
+	struct costmodel_shape shape;
+	bool go_on = true;
+	int rc;
+
+	if (planner_deadline_passed(&x->deadline))
+		return false;
+	key_shape(x, &x->keys[ki], &shape);
+	if (costmodel_fill_replicas(x->cm, pool, &shape) < 1)
+		return true;
+	child = costmodel_plan_clone(plan);
+	if (!child || costmodel_pool_copy(&cpool, pool) < 0) {
+		costmodel_plan_free(child);
+		note_error(x, -ENOMEM);
+		return false;
+	}
+	rc = costmodel_fill_add(x->cm, x->cl, &cpool, child, &shape, NULL);
+	(*priced)++;
+	if (rc < 0) {
+		if (rc != -AR_EINFEASIBLE)
+			note_error(x, rc);
+		goto out;
+	}
+	if (plan->ntemplates && child->predicted.samples_per_s <=
+				plan->predicted.samples_per_s)
+		goto out;	/* a template that does not help: stop here */
+	offer_best(x, child);
+	if (level + 1 >= EXH_MAX_TEMPLATES)
+		goto out;
+	if (bound(x, child, &cpool) <= best_rate(x) * (1 + 1e-9))
+		goto out;
+	for (size_t k = ki; k < x->nkeys && go_on; k++)
+		go_on = explore(x, child, &cpool, k, level + 1, priced);
+out:
+	costmodel_pool_fini(&cpool);
+	costmodel_plan_free(child);
+	return go_on;
+}
+
+static void *worker(void *arg)
+{
+	struct exh_search *x = arg;
+	struct costmodel_plan *empty = costmodel_plan_create(x->cm);
+	struct costmodel_pool pool = { 0 };
+	long priced = 0;
+	bool go_on = true;
+
+	if (!empty || costmodel_pool_init(&pool, x->cl) < 0) {
+		note_error(x, -ENOMEM);
+		go_on = false;
+	}
+	while (go_on) {
+		size_t ki;
+
+		pthread_mutex_lock(&x->lock);
+		ki = x->next_root++;
+		pthread_mutex_unlock(&x->lock);
+		if (ki >= x->nkeys)
+			break;
+		go_on = explore(x, empty, &pool, ki, 0, &priced);
+	}
+	pthread_mutex_lock(&x->lock);
+	x->priced += priced;
+	if (!go_on && !x->first_error)
+		x->timed_out = true;
+	pthread_mutex_unlock(&x->lock);
+	costmodel_pool_fini(&pool);
+	costmodel_plan_free(empty);
+	return NULL;
+}
+
+int planner_exhaustive(const struct policy_request *req,
+		       struct costmodel_plan **planp)
+{
+	struct exh_search x = { .req = req, .cm = req->cm, .cl = req->cl };
+	int nthreads = planner_threads(req), rc = 0;
+	pthread_t threads[64];
+	int started = 0;
+
+	planner_deadline_init(&x.deadline, req);
+	pthread_mutex_init(&x.lock, NULL);
+	x.max_depth = costmodel_model(req->cm)->blocks < EXH_MAX_DEPTH ?
+		      costmodel_model(req->cm)->blocks : EXH_MAX_DEPTH;
+	for (int g = 0; g < costmodel_num_gpus(req->cm); g++) {
+		int tps[COSTMODEL_NUM_TP];
+		int n = planner_tp_options(req->cm, req->cl, g, tps);
+
+		for (int i = 0; i < n; i++) {
+			double r = costmodel_stage_speed(req->cm, g, tps[i]) / tps[i];
+
+			x.opts[x.nopts].gpu = g;
+			x.opts[x.nopts].tp = tps[i];
+			x.opts[x.nopts].mem_gib = costmodel_gpu(req->cm, g)->memory_gib * tps[i];
+			x.nopts++;
+			if (r > x.rate_per_gpu[g])
+				x.rate_per_gpu[g] = r;
+		}
+	}
+	if (!x.nopts) {
+		rc = ar_seterr(-AR_EINFEASIBLE, "no GPU of the cluster has layer profiles for model %s",
+			       costmodel_model(req->cm)->name);
+		goto out;
+	}
+	qsort(x.opts, (size_t)x.nopts, sizeof(x.opts[0]), option_cmp);
+	if ((rc = build_keys(&x)) < 0)
+		goto out;
+
+	for (int i = 0; i < nthreads && i < 64; i++) {
+		if (pthread_create(&threads[i], NULL, worker, &x) != 0)
+			break;
+		started++;
+	}
+	if (!started)
+		worker(&x);
+	for (int i = 0; i < started; i++)
+		pthread_join(threads[i], NULL);
+
+	if (!x.best) {
+		if (x.first_error)
+			rc = ar_seterr(x.first_error, "%s", x.first_error_msg);
+		else if (x.timed_out)
+			rc = ar_seterr(-AR_ETIMEOUT, "no feasible plan found within the %.0f s budget",
+				       req->budget_s > 0 ? req->budget_s : 600.0);
+		else
+			rc = ar_seterr(-AR_EINFEASIBLE, "no template of the cluster's GPUs fits model %s in memory",
+				       costmodel_model(req->cm)->name);
+		goto out;
+	}
+	x.best->plans_priced = x.priced;
+	x.best->search_complete = !x.timed_out && !x.first_error;
+	*planp = x.best;
+	x.best = NULL;
+out:
+	costmodel_plan_free(x.best);
+	free(x.keys);
+	pthread_mutex_destroy(&x.lock);
+	return rc;
+}

@@ -1,0 +1,95 @@
+/* planner.c - policy_plan(): the table of planners and what they share. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "planner.h"
+
+static const struct {
+	const char *name;
+	planner_f plan;		/* NULL: named by the paper, not built yet */
+} planners[] = {
+	{ "arachne", NULL },
+	{ "exhaustive", planner_exhaustive },
+	{ "amp", NULL },
+	{ "sailor", NULL },
+	{ "metis", NULL },
+	{ "hexiscale", NULL },
+	{ "espresso", NULL },
+};
+
+#define NPLANNERS (sizeof(planners) / sizeof(planners[0]))
+
+const char *const *policy_planner_names(void)
+{
+	static const char *names[NPLANNERS + 1];
+
+	for (size_t i = 0; i < NPLANNERS; i++)
+		names[i] = planners[i].name;
+	names[NPLANNERS] = NULL;
+	return names;
+}
+
+int policy_plan(const struct policy_request *req, struct costmodel_plan **planp)
+{
+	const char *name = req->planner ? req->planner : "arachne";
+	double start = ar_now();
+	int rc;
+
+	*planp = NULL;
+	ar_clearerr();
+	for (size_t i = 0; i < NPLANNERS; i++) {
+		if (strcmp(planners[i].name, name) != 0)
+			continue;
+		if (!planners[i].plan)
+			return ar_seterr(-AR_ENOTBUILT, "planner \"%s\" is not built yet",
+					 name);
+		rc = planners[i].plan(req, planp);
+		if (rc < 0)
+			return rc;
+		snprintf((*planp)->planner, sizeof((*planp)->planner), "%s", name);
+		(*planp)->planning_s = ar_now() - start;
+		return 0;
+	}
+	return ar_seterr(-AR_ENOTFOUND, "unknown planner \"%s\"", name);
+}
+
+void planner_deadline_init(struct planner_deadline *dl,
+			   const struct policy_request *req)
+{
+	dl->start = ar_now();
+	dl->end = dl->start + (req->budget_s > 0 ? req->budget_s : 600.0);
+}
+
+bool planner_deadline_passed(const struct planner_deadline *dl)
+{
+	return ar_now() >= dl->end;
+}
+
+int planner_threads(const struct policy_request *req)
+{
+	long n;
+
+	if (req->threads > 0)
+		return req->threads;
+	n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (int)(n > 64 ? 64 : n) : 1;
+}
+
+int planner_tp_options(const struct costmodel *cm,
+		       const struct costmodel_cluster *cl, int gpu,
+		       int tps[COSTMODEL_NUM_TP])
+{
+	int largest = 0, n = 0;
+
+	for (size_t i = 0; i < cl->nnodes; i++)
+		if (cl->nodes[i].gpu == gpu && cl->nodes[i].gpus > largest)
+			largest = cl->nodes[i].gpus;
+	for (int tp = 1; tp <= COSTMODEL_MAX_TP && tp <= largest; tp *= 2)
+		if (costmodel_profile(cm, gpu, tp, 1, COSTMODEL_LAYER_HEAD))
+			tps[n++] = tp;
+	return n;
+}
