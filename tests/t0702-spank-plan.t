@@ -1,0 +1,96 @@
+#!/bin/sh
+test_description='arachne.so on a real Slurm with plannerd: a plan for the allocation, roles for the tasks, HetJobs'
+. "$(dirname "$0")/lib.sh"
+
+slurm_setup 17110
+cd "$SLURM_DIR/work" || exit 1
+CHECK="$top_srcdir/tests/spank-plan-check.py"
+MODEL=gpt-neo-2.7b
+
+# Every task prints "NODE LOCALID ARACHNE_...=..." on one line.
+cat >roles.sh <<\EOF
+#!/bin/sh
+echo "$SLURMD_NODENAME $SLURM_LOCALID $(env | grep "^ARACHNE_" | sort | tr "\n" " ")"
+EOF
+chmod +x roles.sh
+
+test_expect_success PLANNERD 'start plannerd' '
+	plannerd_start
+'
+
+test_expect_success PLANNERD 'a two-node job gets a plan at start' '
+	cat >plain.sh <<-EOF &&
+	#!/bin/sh
+	env | grep "^ARACHNE_" | sort >batch.env
+	srun $PWD/roles.sh >tasks.out
+	EOF
+	J=$(sbatch --parsable --wait -w node1,node2 -N2 --ntasks-per-node=2 \
+		--gres=gpu:2 -o plain.out \
+		--arachne=model=$MODEL,global_batch=16,seq_len=1024 plain.sh) &&
+	cat plain.out batch.env &&
+	test "$(job_state $J)" = COMPLETED &&
+	grep "^ARACHNE_PLAN=$PLAN_DIR/$J/plan.1.json$" batch.env &&
+	grep "^ARACHNE_PLAN_GENERATION=1$" batch.env &&
+	grep "^ARACHNE_PLAN_SUMMARY=model=$MODEL " batch.env &&
+	echo $J >plain.job
+'
+
+test_expect_success PLANNERD 'the plan covers exactly the GPUs of the allocation' '
+	J=$(cat plain.job) &&
+	"$CHECK" gpus "$PLAN_DIR/$J/plan.1.json" >gpus.out &&
+	printf "%s\n" node1:0 node1:1 node2:0 node2:1 >gpus.expected &&
+	test_cmp gpus.expected gpus.out
+'
+
+test_expect_success PLANNERD 'plannerd was asked with the GRES type of each node' '
+	J=$(cat plain.job) &&
+	python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(\" \".join(\"%s:%s:%d\" % (n[\"hosts\"], n[\"gpu\"], n[\"gpus_per_node\"]) for n in s[\"composition\"][\"nodes\"]))" \
+		"$PLAN_DIR/$J/state.json" >comp.out &&
+	echo "node1:a100:2 node2:h100:2" >comp.expected &&
+	test_cmp comp.expected comp.out
+'
+
+test_expect_success PLANNERD 'every task has the role the plan gives its GPU' '
+	J=$(cat plain.job) &&
+	cat tasks.out &&
+	test "$(wc -l <tasks.out)" = 4 &&
+	"$CHECK" roles "$PLAN_DIR/$J/plan.1.json" tasks.out
+'
+
+test_expect_success PLANNERD 'the members of a pipeline share one rendezvous address' '
+	sed -n "s/.*ARACHNE_PIPELINE=\([0-9]*\) .*ARACHNE_RDZV_ADDR=\([^ ]*\).*/\1 \2/p" \
+		tasks.out | sort -u >rdzv.out &&
+	cat rdzv.out &&
+	test "$(cut -d" " -f1 rdzv.out | uniq -d)" = "" &&
+	test "$(wc -l <rdzv.out)" = "$(grep ARACHNE_DP_SIZE= tasks.out | sed "s/.*ARACHNE_DP_SIZE=\([0-9]*\).*/\1/" | sort -u)"
+'
+
+test_expect_success PLANNERD 'a HetJob across GPU types gets one plan over all components' '
+	cat >het.sh <<-EOF &&
+	#!/bin/sh
+	env | grep "^ARACHNE_" | sort >het.env
+	srun --het-group=0,1 $PWD/roles.sh >het-tasks.out
+	EOF
+	J=$(sbatch --parsable --wait -o het.out \
+		--arachne=model=$MODEL,global_batch=16,seq_len=1024 \
+		-w node2 --gres=gpu:h100:2 --ntasks=2 : \
+		-w node1 --gres=gpu:a100:2 --ntasks=2 het.sh) &&
+	cat het.out het.env het-tasks.out &&
+	test "$(job_state $J)" = COMPLETED &&
+	grep "^ARACHNE_PLAN=$PLAN_DIR/$J/plan.1.json$" het.env &&
+	! test -e "$PLAN_DIR/$((J + 1))" &&
+	"$CHECK" gpus "$PLAN_DIR/$J/plan.1.json" >het-gpus.out &&
+	printf "%s\n" node1:0 node1:1 node2:0 node2:1 >het-gpus.expected &&
+	test_cmp het-gpus.expected het-gpus.out &&
+	test "$(wc -l <het-tasks.out)" = 4 &&
+	"$CHECK" roles "$PLAN_DIR/$J/plan.1.json" het-tasks.out
+'
+
+test_expect_success PLANNERD 'plan files are written whole, with no temporary left' '
+	J=$(cat plain.job) &&
+	python3 -m json.tool "$PLAN_DIR/$J/plan.1.json" >/dev/null &&
+	python3 -m json.tool "$PLAN_DIR/$J/state.json" >/dev/null &&
+	test "$(ls "$PLAN_DIR/$J" | grep -c tmp)" = 0
+'
+
+test_done
