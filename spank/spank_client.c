@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,9 +217,8 @@ int client_call(const char *socket_path, unsigned long timeout_ms,
 		err = json_object_get(resp, "error");
 		code = json_string_value(json_object_get(err, "code"));
 		msg = json_string_value(json_object_get(err, "message"));
-		client_why(why, whylen, "plannerd refused: %s%s%s",
-			   msg ? msg : "no reason given",
-			   code ? " " : "", code ? code : "");
+		client_why(why, whylen, "plannerd refused the request (%s): %s",
+			   code ? code : "no code", msg ? msg : "no reason given");
 		rc = code && !strcmp(code, "permission") ? -AR_EPERM :
 		     -AR_EINVAL;
 		goto out;

@@ -18,7 +18,9 @@
  * user looks: mode=advise warns, mode=enforce fails the task.
  *
  * exit of the batch step of a job that joined another: replan the other
- * job without this one, so the change shows up as early as possible.
+ * job without this one, so the change shows up as early as possible.  At
+ * the end of an Arachne job's own batch step, plannerd is told to forget
+ * the job; the plan files stay in the job's directory.
  */
 #include "config.h"
 
@@ -472,11 +474,29 @@ int remote_task_init(spank_t sp)
 	return 0;
 }
 
+/* The job is over: plannerd may drop its stored plan (the files stay). */
+static void remote_forget(void)
+{
+	json_t *req = json_pack("{s:s, s:I}", "op", "forget", "job",
+				(json_int_t)rs.target);
+	json_t *resp = NULL;
+	char why[512];
+
+	if (client_call(arachne_conf.socket, arachne_conf.timeout_ms, req,
+			&resp, why, sizeof(why)) < 0)
+		slurm_info("arachne: job %u: forget: %s", rs.target, why);
+	json_decref(resp);
+	json_decref(req);
+}
+
 int remote_exit(spank_t sp)
 {
 	uint32_t job_id = 0, uid = 0;
 	char why[1024];
 
+	if (rs.active && rs.batch && rs.generation &&
+	    rs.target == rs.job_id)
+		remote_forget();
 	if (rs.active && rs.batch && arachne_opts.join &&
 	    rs.target != rs.job_id && rs.generation &&
 	    spank_get_item(sp, S_JOB_ID, &job_id) == ESPANK_SUCCESS &&

@@ -9,6 +9,8 @@
       task's ARACHNE_* variables.  Fail unless every task's role is the one
       the plan gives the GPU it drives (the LOCALID-th of its node), and
       every placed GPU of those nodes is driven by a task.
+  spank-plan-check.py ask SOCKET REQUEST
+      send one request line to plannerd and print its answer line.
 """
 import json
 import sys
@@ -81,9 +83,26 @@ def cmd_roles(plan, tasks_path):
         sys.exit(1)
 
 
+def cmd_ask(path, request):
+    import socket
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(10)
+    s.connect(path)
+    s.sendall(request.encode() + b"\n")
+    answer = b""
+    while not answer.endswith(b"\n"):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        answer += chunk
+    print(answer.decode().strip())
+
+
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
+    if sys.argv[1] == "ask" and len(sys.argv) == 4:
+        return cmd_ask(sys.argv[2], sys.argv[3])
     plan = json.load(open(sys.argv[2]))
     if sys.argv[1] == "gpus":
         cmd_gpus(plan)

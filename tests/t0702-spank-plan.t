@@ -86,6 +86,14 @@ test_expect_success PLANNERD 'a HetJob across GPU types gets one plan over all c
 	"$CHECK" roles "$PLAN_DIR/$J/plan.1.json" het-tasks.out
 '
 
+test_expect_success PLANNERD 'plannerd forgets a job when its batch step ends' '
+	J=$(cat plain.job) &&
+	"$CHECK" ask "$PLANNERD_SOCK" "{\"op\":\"get\",\"job\":\"$J\"}" >get.out &&
+	cat get.out &&
+	grep "\"ok\": *false" get.out &&
+	grep "not_found" get.out
+'
+
 test_expect_success PLANNERD 'plan files are written whole, with no temporary left' '
 	J=$(cat plain.job) &&
 	python3 -m json.tool "$PLAN_DIR/$J/plan.1.json" >/dev/null &&

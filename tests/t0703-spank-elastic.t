@@ -100,17 +100,18 @@ test_expect_success PLANNERD 'a shrink by scontrol update NumNodes replans at th
 	step shrink2
 	EOF
 	J=$(sbatch --parsable --wait -o shrink.log -N2 -w node1,node2 \
-		--gres=gpu:1 --arachne=model=$MODEL,global_batch=16,seq_len=1024 \
+		--gres=gpu:2 --arachne=model=$MODEL,global_batch=16,seq_len=1024 \
 		shrink.sh) &&
 	cat shrink.log shrink1.out shrink2.out &&
 	test "$(job_state $J)" = COMPLETED &&
 	test "$(grep -c "gen=1 .*mig=none" shrink1.out)" = 2 &&
+	test "$(wc -l <shrink2.out)" = 1 &&
 	grep "node1 gen=2 plan=$PLAN_DIR/$J/plan.2.json mig=$PLAN_DIR/$J/migration.2.json" shrink2.out &&
 	"$CHECK" gpus "$PLAN_DIR/$J/plan.1.json" >s1.out &&
-	printf "%s\n" node1:0 node2:0 >s1.expected &&
+	printf "%s\n" node1:0 node1:1 node2:0 node2:1 >s1.expected &&
 	test_cmp s1.expected s1.out &&
 	"$CHECK" gpus "$PLAN_DIR/$J/plan.2.json" >s2.out &&
-	echo node1:0 >s2.expected &&
+	printf "%s\n" node1:0 node1:1 >s2.expected &&
 	test_cmp s2.expected s2.out
 '
 
@@ -121,7 +122,7 @@ test_expect_success PLANNERD 'an allocation that did not change is not replanned
 	step steady1
 	step steady2
 	EOF
-	J=$(sbatch --parsable --wait -o steady.log -w node3 --gres=gpu:1 \
+	J=$(sbatch --parsable --wait -o steady.log -w node2 --gres=gpu:2 \
 		--arachne=model=$MODEL,global_batch=16,seq_len=1024 steady.sh) &&
 	grep "gen=1 .*mig=none" steady2.out &&
 	! test -e "$PLAN_DIR/$J/plan.2.json"

@@ -15,7 +15,7 @@ EOF
 # run_job MODE NAME: sbatch --wait the job, record its state and run time
 # (slurmctld's RunTime, which leaves out the wait for scheduling).
 run_job() {
-	J=$(sbatch --parsable --wait -w node1 --gres=gpu:1 -o "$2.out" \
+	J=$(sbatch --parsable --wait -w node2 --gres=gpu:h100:2 -o "$2.out" \
 		-e "$2.err" --arachne=model=$MODEL,mode=$1 job.sh)
 	echo "$(job_state $J)" >"$2.state"
 	scontrol show job "$J" |

@@ -71,10 +71,13 @@ plannerd_start() {
 	cat >"$SLURM_DIR/plannerd.conf" <<-CONF
 	socket_path = "$PLANNERD_SOCK";
 	state_dir = "$SLURM_DIR/plannerd-state";
-	profiles_dir = "$top_srcdir/profiles";
+	profiles_dir = "${AR_PROFILES:-$top_srcdir/profiles}";
 	slurm_user = "root";
 	planner = "exhaustive";
 	budget_s = 20.0;
+	# Any gain is worth a move here, so a changed allocation always
+	# gets a new plan rather than the old one kept.
+	replan_horizon_s = 1.0e7;
 	gres_map = (
 	  { gres = "a100"; gpu = "a100-40"; },
 	  { gres = "h100"; gpu = "h100"; },
