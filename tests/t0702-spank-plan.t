@@ -23,6 +23,8 @@ test_expect_success PLANNERD 'a two-node job gets a plan at start' '
 	#!/bin/sh
 	env | grep "^ARACHNE_" | sort >batch.env
 	srun $PWD/roles.sh >tasks.out
+	ARACHNE_LAUNCH_DRY_RUN=1 srun -l $top_srcdir/slurm-examples/arachne-launch \
+		train.py --lr 1e-4 >launch.out
 	EOF
 	J=$(sbatch --parsable --wait -w node1,node2 -N2 --ntasks-per-node=2 \
 		--gres=gpu:2 -o plain.out \
@@ -63,6 +65,17 @@ test_expect_success PLANNERD 'the members of a pipeline share one rendezvous add
 	cat rdzv.out &&
 	test "$(cut -d" " -f1 rdzv.out | uniq -d)" = "" &&
 	test "$(wc -l <rdzv.out)" = "$(grep ARACHNE_DP_SIZE= tasks.out | sed "s/.*ARACHNE_DP_SIZE=\([0-9]*\).*/\1/" | sort -u)"
+'
+
+test_expect_success PLANNERD 'arachne-launch gives every pipeline ranks 0..N-1 and Megatron arguments' '
+	cat launch.out &&
+	test "$(grep -c " train.py --lr 1e-4 --tensor-model-parallel-size [0-9]* --pipeline-model-parallel-size [0-9]* --micro-batch-size [0-9]* --global-batch-size 16 --seq-length 1024 " launch.out)" = 4 &&
+	sed -n "s/^\([0-9]*\): MASTER_ADDR=\([^ ]*\) MASTER_PORT=\([0-9]*\) RANK=\([0-9]*\) WORLD_SIZE=\([0-9]*\) .*/\3 \4 \5/p" \
+		launch.out | sort -n >ranks.out &&
+	cat ranks.out &&
+	test "$(wc -l <ranks.out)" = 4 &&
+	awk "{ n[\$1]++; if (\$2 >= \$3) bad = 1; seen[\$1 \" \" \$2]++ }
+	     END { for (k in seen) if (seen[k] > 1) bad = 1; exit bad }" ranks.out
 '
 
 test_expect_success PLANNERD 'a HetJob across GPU types gets one plan over all components' '
