@@ -23,6 +23,11 @@ slurm_setup() {
 		skip_all="arachne.so was not built (configure found no slurm/spank.h)"
 		test_done
 	fi
+	if nm -D "$top_builddir/spank/.libs/arachne.so" 2>/dev/null |
+	   grep -q "__asan_init\|__ubsan_handle"; then
+		skip_all="arachne.so is built with sanitizers, which sbatch and slurmstepd cannot load"
+		test_done
+	fi
 	# The job environment must not inherit the test's own ARACHNE_*.
 	for v in $(env | sed -n 's/^\(ARACHNE_[A-Z_]*\)=.*/\1/p'); do
 		unset "$v"
