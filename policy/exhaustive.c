@@ -12,8 +12,9 @@
  *    earlier ones left);
  *  - a template is only added when it makes the plan faster, and a branch
  *    is cut when even an optimistic bound on what its free GPUs could add
- *    (each GPU at its best profiled per-GPU rate, no bubbles, no
- *    synchronization) cannot beat the best plan found.
+ *    (each GPU at its best profiled per-GPU rate, no bubbles, and no more
+ *    gradient synchronization than the plan already pays) cannot beat the
+ *    best plan found.
  * The first level is shared among threads; each explores its subtrees
  * depth first.  The budget is checked before every fill.
  */
@@ -122,14 +123,24 @@ static void key_shape(const struct exh_search *x, const struct exh_key *k,
 	}
 }
 
+/*
+ * An optimistic throughput for @plan plus anything the free GPUs of @pool
+ * could add: their pipelines at best run at every free GPU's best
+ * profiled per-GPU rate, and the gradient synchronization the plan
+ * already pays does not shrink when pipelines join the ring.
+ */
 static double bound(const struct exh_search *x, const struct costmodel_plan *plan,
 		    const struct costmodel_pool *pool)
 {
-	double b = plan->ntemplates ? plan->predicted.samples_per_s : 0;
+	double batch = plan->global_batch, rate = 0;
 
 	for (int g = 0; g < costmodel_num_gpus(x->cm); g++)
-		b += pool->free_by_type[g] * x->rate_per_gpu[g];
-	return b;
+		rate += pool->free_by_type[g] * x->rate_per_gpu[g];
+	if (plan->ntemplates)
+		rate += batch / plan->predicted.pipeline_s;
+	if (rate <= 0)
+		return 0;
+	return batch / (batch / rate + (plan->ntemplates ? plan->predicted.sync_s : 0));
 }
 
 static void offer_best(struct exh_search *x, const struct costmodel_plan *plan)
