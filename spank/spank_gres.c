@@ -1,7 +1,8 @@
 /*
  * spank_gres.c - read the GPUs out of a Slurm GRES string, as slurmctld
  * reports them per node of a job ("gpu:a100:2(IDX:0-1)") or as a node is
- * configured ("gpu:h100:4,tmpdisk:100").
+ * configured ("gpu:h100:4,tmpdisk:100"), and the composition plannerd
+ * is asked to plan for.
  */
 #include "config.h"
 
@@ -83,4 +84,29 @@ int job_gres_parse(const char *detail, char *type, size_t typelen,
 		tok = *end ? end + 1 : end;
 	}
 	return -1;
+}
+
+/*
+ * A node whose GPUs have no type (neither the job's GRES nor the node's)
+ * goes without "gpu": plannerd then takes it from its node_map, or from
+ * hwloc when the node is its own.
+ */
+json_t *job_composition(const struct job_node *nodes, size_t n,
+			uint32_t job_id)
+{
+	json_t *list = json_array();
+	char name[64];
+
+	for (size_t i = 0; i < n; i++) {
+		json_t *e = json_pack("{s:i, s:s}", "gpus_per_node",
+				      (int)nodes[i].gpus, "hosts",
+				      nodes[i].name);
+
+		if (nodes[i].gpu[0])
+			json_object_set_new(e, "gpu",
+					    json_string(nodes[i].gpu));
+		json_array_append_new(list, e);
+	}
+	snprintf(name, sizeof(name), "slurm-job-%u", job_id);
+	return json_pack("{s:s, s:o}", "name", name, "nodes", list);
 }

@@ -172,19 +172,3 @@ void job_alloc_free(struct job_alloc *a)
 	a->nodes = NULL;
 	a->nnodes = 0;
 }
-
-json_t *job_composition(const struct job_node *nodes, size_t n,
-			uint32_t job_id)
-{
-	json_t *list = json_array(), *c;
-	char name[64];
-
-	for (size_t i = 0; i < n; i++)
-		json_array_append_new(list, json_pack("{s:s, s:i, s:s}",
-			"gpu", nodes[i].gpu[0] ? nodes[i].gpu : "unknown",
-			"gpus_per_node", (int)nodes[i].gpus,
-			"hosts", nodes[i].name));
-	snprintf(name, sizeof(name), "slurm-job-%u", job_id);
-	c = json_pack("{s:s, s:o}", "name", name, "nodes", list);
-	return c;
-}

@@ -8,6 +8,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -139,6 +140,20 @@ static void gres_strings(void **state)
 	assert_int_equal(job_gres_parse("tmpfs:1", type, sizeof(type), &n), -1);
 }
 
+static void composition_entries(void **state)
+{
+	struct job_node nodes[2] = {
+		{ .name = "node2", .gpu = "h100", .gpus = 4 },
+		{ .name = "ws07", .gpu = "", .gpus = 2 },
+	};
+	json_t *c = job_composition(nodes, 2, 42);
+	char *text = json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS);
+
+	assert_string_equal(text, "{\"name\":\"slurm-job-42\",\"nodes\":[{\"gpu\":\"h100\",\"gpus_per_node\":4,\"hosts\":\"node2\"},{\"gpus_per_node\":2,\"hosts\":\"ws07\"}]}");
+	free(text);
+	json_decref(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -148,6 +163,7 @@ int main(void)
 		cmocka_unit_test(role_malformed),
 		cmocka_unit_test(summary_counts),
 		cmocka_unit_test(gres_strings),
+		cmocka_unit_test(composition_entries),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
