@@ -7,8 +7,9 @@
  * spank_kv.c parses key=value lists by a table, spank_opt.c the user's
  * --arachne option, spank_conf.c the plugstack.conf arguments,
  * spank_client.c talks to plannerd, spank_job.c reads an allocation from
- * slurmctld, spank_state.c keeps a job's plan generations on disk and
- * spank_role.c turns a plan into one task's role.
+ * slurmctld, spank_gres.c its GRES strings and composition,
+ * spank_state.c keeps a job's plan generations on disk and spank_role.c
+ * turns a plan into one task's role.
  */
 #ifndef AR_SPANK_ARACHNE_H
 #define AR_SPANK_ARACHNE_H
