@@ -33,10 +33,10 @@ enum kv_type {
 struct kv_spec {
 	const char *key;
 	enum kv_type type;
-	size_t offset;			/* of the field in the target struct */
+	size_t offset;			/* of the field in the target */
 	unsigned long min, max;		/* KV_UINT bounds */
 	const char *const *names;	/* KV_ENUM values, NULL-terminated */
-	size_t set_offset;		/* of a bool set when the key is seen */
+	size_t set_offset;		/* of its bool, set when seen */
 };
 
 /*
@@ -65,11 +65,11 @@ extern const char *const arachne_planner_names[];
 
 /* What the user asked for with --arachne=... or ARACHNE_* variables. */
 struct arachne_opts {
-	bool enabled;			/* --arachne given, or ARACHNE_MODEL set */
+	bool enabled;			/* --arachne, or ARACHNE_MODEL */
 	char model[KV_VALUE_MAX];
 	unsigned long global_batch;	/* 0: plannerd's default */
 	unsigned long seq_len;		/* 0: plannerd's default */
-	unsigned long planner;		/* index in arachne_planner_names */
+	unsigned long planner;		/* in arachne_planner_names */
 	unsigned long mode;		/* enum arachne_mode */
 	char output[KV_VALUE_MAX];	/* per-job plan directory */
 	unsigned long join;		/* job id to join, 0: none */
@@ -157,7 +157,7 @@ int client_call(const char *socket_path, unsigned long timeout_ms,
 struct job_node {
 	char name[64];		/* Slurm node name */
 	char addr[64];		/* its NodeAddr, for rendezvous */
-	char gpu[64];		/* GRES type ("h100"), mapped by plannerd */
+	char gpu[64];		/* GRES type ("h100"), "" if none */
 	unsigned gpus;		/* GPUs of the job on this node */
 };
 
@@ -202,7 +202,7 @@ struct task_role {
 	unsigned tp_size;
 	unsigned dp_rank;	/* replica index over all templates */
 	unsigned dp_size;	/* replicas of all templates */
-	unsigned pipeline;	/* same as dp_rank: one pipeline per replica */
+	unsigned pipeline;	/* = dp_rank: a pipeline per replica */
 	long layer_first, layer_last;
 	unsigned ep, etp, edp;
 	char rdzv_node[64];	/* node of the pipeline's first stage */

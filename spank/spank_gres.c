@@ -33,6 +33,39 @@ static unsigned job_idx_count(const char *s, const char *end)
 	return n;
 }
 
+/*
+ * One GRES entry, "gpu[:TYPE][:COUNT][(IDX:...)]", copied into @entry.
+ * Returns 0 for a GPU entry with a count, -1 otherwise.
+ */
+static int job_gres_gpu(char *entry, char *type, size_t typelen,
+			unsigned *count)
+{
+	char *paren = strchr(entry, '(');
+	char *field[3] = { NULL, NULL, NULL };
+	char *save = NULL, *f;
+	int nf = 0;
+
+	if (paren)
+		*paren++ = '\0';
+	for (f = strtok_r(entry, ":", &save); f && nf < 3;
+	     f = strtok_r(NULL, ":", &save))
+		field[nf++] = f;
+	if (!field[0] || strcmp(field[0], "gpu"))
+		return -1;
+	if (nf == 3) {
+		snprintf(type, typelen, "%s", field[1]);
+		*count = (unsigned)strtoul(field[2], NULL, 10);
+	} else if (nf == 2 && isdigit((unsigned char)field[1][0])) {
+		*count = (unsigned)strtoul(field[1], NULL, 10);
+	} else if (nf == 2) {
+		snprintf(type, typelen, "%s", field[1]);
+	}
+	/* "gpu(IDX:0,2)": no count, but the indices say how many. */
+	if (!*count && paren && !strncmp(paren, "IDX:", 4))
+		*count = job_idx_count(paren + 4, paren + strcspn(paren, ")"));
+	return *count ? 0 : -1;
+}
+
 int job_gres_parse(const char *detail, char *type, size_t typelen,
 		   unsigned *count)
 {
@@ -40,46 +73,21 @@ int job_gres_parse(const char *detail, char *type, size_t typelen,
 
 	type[0] = '\0';
 	*count = 0;
-	while (tok && *tok) {
-		const char *end = tok, *paren = NULL, *close = NULL;
+	while (*tok) {
+		const char *end = tok;
+		char entry[256];
 		int depth = 0;
 
 		/* Commas inside "(IDX:0,2)" do not end a GRES entry. */
-		for (; *end && (depth || *end != ','); end++) {
-			if (*end == '(' && !depth++)
-				paren = end;
-			else if (*end == ')' && depth && !--depth)
-				close = end;
-		}
-		if (!strncmp(tok, "gpu", 3) && (tok[3] == ':' || tok[3] == '(' ||
-		    tok + 3 == end)) {
-			const char *f = tok + 3, *fend = paren ? paren : end;
-			const char *idx;
-			char field[2][64] = { "", "" };
-			int nf = 0;
-
-			while (f < fend && *f == ':' && nf < 2) {
-				const char *c = memchr(f + 1, ':', fend - f - 1);
-				size_t l = (c ? c : fend) - (f + 1);
-
-				if (l >= sizeof(field[0]))
-					l = sizeof(field[0]) - 1;
-				memcpy(field[nf], f + 1, l);
-				field[nf++][l] = '\0';
-				f = c ? c : fend;
-			}
-			if (nf == 2) {
-				snprintf(type, typelen, "%s", field[0]);
-				*count = (unsigned)strtoul(field[1], NULL, 10);
-			} else if (nf == 1 && isdigit((unsigned char)field[0][0])) {
-				*count = (unsigned)strtoul(field[0], NULL, 10);
-			} else if (nf == 1) {
-				snprintf(type, typelen, "%s", field[0]);
-			}
-			idx = paren ? strstr(paren, "IDX:") : NULL;
-			if (!*count && idx && close && idx < close)
-				*count = job_idx_count(idx + 4, close);
-			return *count ? 0 : -1;
+		for (; *end && (depth || *end != ','); end++)
+			depth += (*end == '(') - (*end == ')');
+		if ((size_t)(end - tok) < sizeof(entry)) {
+			memcpy(entry, tok, end - tok);
+			entry[end - tok] = '\0';
+			if (job_gres_gpu(entry, type, typelen, count) == 0)
+				return 0;
+			type[0] = '\0';
+			*count = 0;
 		}
 		tok = *end ? end + 1 : end;
 	}

@@ -46,7 +46,7 @@ static struct {
 	char dir[512];		/* target's plan directory */
 	unsigned generation;
 	json_t *plan;		/* the plan of that generation, or NULL */
-	struct job_node *nodes;	/* every node of the plan, for addresses */
+	struct job_node *nodes;	/* the plan's nodes, for addresses */
 	size_t nnodes;
 	char failure[1024];	/* why there is no (current) plan */
 } rs;
