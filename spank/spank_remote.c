@@ -243,8 +243,9 @@ static int remote_sync(uint32_t job_id, uid_t uid, uint32_t exclude,
 	json_t *state = NULL, *comp = NULL, *req = NULL, *resp = NULL;
 	json_t *joined, *plan, *mig;
 	const char *op = NULL;
+	char loadwhy[256];
 	unsigned g = 0;
-	int lockfd = -1, rc = -1;
+	int lockfd = -1, rc = -1, err;
 
 	if (job_alloc_load(job_id, &own, why, len) < 0)
 		return -1;
@@ -285,7 +286,7 @@ static int remote_sync(uint32_t job_id, uid_t uid, uint32_t exclude,
 		goto out;
 	}
 	if (!state)
-		state = json_pack("{s:i, s:i, s:[]}", "job_id",
+		state = json_pack("{s:I, s:i, s:[]}", "job_id",
 				  (json_int_t)rs.target, "generation", 0,
 				  "joined");
 	joined = json_object_get(state, "joined");
@@ -326,11 +327,11 @@ static int remote_sync(uint32_t job_id, uid_t uid, uint32_t exclude,
 			goto out_plan;
 		}
 		json_object_set(state, "composition", comp);
-		if (state_store(rs.dir, state, plan,
-				json_is_object(mig) ? mig : NULL, &g) < 0) {
+		err = state_store(rs.dir, state, plan,
+				  json_is_object(mig) ? mig : NULL, &g);
+		if (err < 0) {
 			snprintf(why, len, "cannot write the plan into %s: %s",
-				 rs.dir, ar_errmsg()[0] ? ar_errmsg() :
-				 strerror(errno));
+				 rs.dir, ar_strerror(err));
 			goto out_plan;
 		}
 		slurm_info("arachne: job %u: plan generation %u (%s)",
@@ -338,9 +339,12 @@ static int remote_sync(uint32_t job_id, uid_t uid, uint32_t exclude,
 	}
 	rc = 0;
 out_plan:
-	if (remote_plan_load(g, rc ? why + strlen(why) : why,
-			     rc ? len - strlen(why) : len) < 0)
+	/* Without a new plan the previous one, if any, stays in force. */
+	if (remote_plan_load(g, loadwhy, sizeof(loadwhy)) < 0) {
+		if (rc == 0)
+			snprintf(why, len, "%s", loadwhy);
 		rc = -1;
+	}
 out:
 	state_unlock(lockfd);
 	json_decref(resp);
