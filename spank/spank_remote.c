@@ -433,7 +433,7 @@ int remote_task_init(spank_t sp)
 	spank_get_item(sp, S_TASK_GLOBAL_ID, &global);
 	spank_get_item(sp, S_TASK_ID, &local);
 	if (rs.failure[0] && remote_mode() == ARACHNE_MODE_ENFORCE) {
-		dprintf(STDERR_FILENO, "arachne: error: job %u: %s (mode=enforce: the job does not run without a current plan)\n",
+		dprintf(STDERR_FILENO, "arachne: error: job %u: %s (mode=enforce)\n",
 			rs.job_id, rs.failure);
 		return -1;
 	}

@@ -42,7 +42,7 @@ test_expect_success 'plannerd not running: mode=enforce fails the job and says w
 	run_job enforce enforce &&
 	test "$(cat enforce.state)" = FAILED &&
 	test_must_fail grep "script ran" enforce.out &&
-	grep "arachne: error: job [0-9]*: cannot reach plannerd at $PLANNERD_SOCK: No such file or directory (mode=enforce: the job does not run without a current plan)" enforce.err &&
+	grep "arachne: error: job [0-9]*: cannot reach plannerd at $PLANNERD_SOCK: No such file or directory (mode=enforce)" enforce.err &&
 	within_bound enforce
 '
 
