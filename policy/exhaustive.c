@@ -51,6 +51,7 @@ struct exh_search {
 	struct exh_option opts[EXH_MAX_OPTIONS];
 	int nopts;
 	double rate_per_gpu[COSTMODEL_MAX_GPU_TYPES];
+	double model_state_bytes;	/* least state one pipeline holds */
 	struct exh_key *keys;		/* every template, canonical order */
 	size_t nkeys;
 	int max_depth;
@@ -58,6 +59,8 @@ struct exh_search {
 	pthread_mutex_t lock;		/* guards what follows */
 	size_t next_root;		/* next first-level key to explore */
 	struct costmodel_plan *best;
+	size_t best_path[EXH_MAX_TEMPLATES];	/* keys of the best plan */
+	int best_len;
 	long priced;
 	bool timed_out;
 	int first_error;
@@ -129,13 +132,10 @@ static void key_shape(const struct exh_search *x, const struct exh_key *k,
  * profiled per-GPU rate, and the gradient synchronization the plan
  * already pays does not shrink when pipelines join the ring.
  */
-static double bound(const struct exh_search *x, const struct costmodel_plan *plan,
-		    const struct costmodel_pool *pool)
+static double bound_rate(const struct costmodel_plan *plan, double free_rate)
 {
-	double batch = plan->global_batch, rate = 0;
+	double batch = plan->global_batch, rate = free_rate;
 
-	for (int g = 0; g < costmodel_num_gpus(x->cm); g++)
-		rate += pool->free_by_type[g] * x->rate_per_gpu[g];
 	if (plan->ntemplates)
 		rate += batch / plan->predicted.pipeline_s;
 	if (rate <= 0)
@@ -143,16 +143,95 @@ static double bound(const struct exh_search *x, const struct costmodel_plan *pla
 	return batch / (batch / rate + (plan->ntemplates ? plan->predicted.sync_s : 0));
 }
 
-static void offer_best(struct exh_search *x, const struct costmodel_plan *plan)
+static double bound(const struct exh_search *x, const struct costmodel_plan *plan,
+		    const struct costmodel_pool *pool)
 {
+	double rate = 0, free_bytes = 0;
+
+	for (int g = 0; g < costmodel_num_gpus(x->cm); g++) {
+		rate += pool->free_by_type[g] * x->rate_per_gpu[g];
+		free_bytes += pool->free_by_type[g] *
+			      costmodel_gpu(x->cm, g)->memory_gib * 1073741824.0;
+	}
+	/* Free GPUs that cannot hold one copy of the model add nothing. */
+	if (free_bytes < x->model_state_bytes)
+		rate = 0;
+	return bound_rate(plan, rate);
+}
+
+/* The same bound for @plan plus @replicas of @shape alone. */
+static double bound_with(const struct exh_search *x,
+			 const struct costmodel_plan *plan,
+			 const struct costmodel_shape *shape, int replicas)
+{
+	double rate = 0;
+
+	for (int s = 0; s < shape->depth; s++)
+		rate += replicas * shape->tp[s] * x->rate_per_gpu[shape->gpu[s]];
+	return bound_rate(plan, rate);
+}
+
+/*
+ * The training state one pipeline must hold across its GPUs: every
+ * layer's weights, gradients and optimizer state, routed experts left out
+ * (expert parallelism may spread them over several pipelines).
+ */
+static double model_state_bytes(const struct costmodel *cm)
+{
+	const struct costmodel_model *m = costmodel_model(cm);
+	double bytes = 0;
+
+	for (int g = 0; g < costmodel_num_gpus(cm); g++) {
+		for (int l = 0; l < costmodel_num_layers(cm); l++) {
+			enum costmodel_layer_type type =
+				l == 0 ? COSTMODEL_LAYER_EMBED :
+				l == costmodel_num_layers(cm) - 1 ? COSTMODEL_LAYER_HEAD :
+				costmodel_layer_is_moe(cm, l) ? COSTMODEL_LAYER_ATTN :
+				COSTMODEL_LAYER_BLOCK;
+			const struct costmodel_layer_profile *p =
+				costmodel_profile(cm, g, 1, 1, type);
+
+			if (!p) {
+				bytes = 0;
+				break;
+			}
+			bytes += p->param_bytes * m->state_bytes_per_param / 2;
+		}
+		if (bytes > 0)
+			return bytes;
+	}
+	return 0;
+}
+
+/*
+ * Keep @plan if it is faster than the best, or as fast with a smaller
+ * sequence of keys: ties then resolve the same way whatever order the
+ * threads found them in, so the search is deterministic.
+ */
+static void offer_best(struct exh_search *x, const struct costmodel_plan *plan,
+		       const size_t *path, int len)
+{
+	bool better;
+
 	pthread_mutex_lock(&x->lock);
-	if (!x->best || plan->predicted.samples_per_s >
-			x->best->predicted.samples_per_s) {
+	better = !x->best ||
+		 plan->predicted.samples_per_s > x->best->predicted.samples_per_s;
+	if (!better && plan->predicted.samples_per_s ==
+		       x->best->predicted.samples_per_s) {
+		int i;
+
+		for (i = 0; i < len && i < x->best_len && path[i] == x->best_path[i]; i++)
+			;
+		better = i < len && (i == x->best_len || path[i] < x->best_path[i]);
+	}
+	if (better) {
 		struct costmodel_plan *c = costmodel_plan_clone(plan);
 
 		if (c) {
 			costmodel_plan_free(x->best);
 			x->best = c;
+			memcpy(x->best_path, path, (size_t)len * sizeof(*path));
+			x->best_len = len;
 		}
 	}
 	pthread_mutex_unlock(&x->lock);
@@ -184,19 +263,27 @@ static void note_error(struct exh_search *x, int rc)
  * Returns false when the budget ran out.
  */
 static bool explore(struct exh_search *x, const struct costmodel_plan *plan,
-		    const struct costmodel_pool *pool, size_t ki, int level,
+		    const struct costmodel_pool *pool, size_t *path, int level,
 		    long *priced)
 {
 	struct costmodel_plan *child;
 	struct costmodel_pool cpool = { 0 };
 	struct costmodel_shape shape;
 	bool go_on = true;
-	int rc;
+	int rc, replicas;
+
+	size_t ki = path[level];
 
 	if (planner_deadline_passed(&x->deadline))
 		return false;
 	key_shape(x, &x->keys[ki], &shape);
-	if (costmodel_fill_replicas(x->cm, pool, &shape) < 1)
+	replicas = costmodel_fill_replicas(x->cm, pool, &shape);
+	if (replicas < 1)
+		return true;
+	/* Cut before the fill when even this template's GPUs at their best
+	 * rates could not lift the plan above the best found. */
+	if (plan->ntemplates &&
+	    bound_with(x, plan, &shape, replicas) < best_rate(x) * (1 - 1e-12))
 		return true;
 	child = costmodel_plan_clone(plan);
 	if (!child || costmodel_pool_copy(&cpool, pool) < 0) {
@@ -214,13 +301,16 @@ static bool explore(struct exh_search *x, const struct costmodel_plan *plan,
 	if (plan->ntemplates && child->predicted.samples_per_s <=
 				plan->predicted.samples_per_s)
 		goto out;	/* a template that does not help: stop here */
-	offer_best(x, child);
+	offer_best(x, child, path, level + 1);
 	if (level + 1 >= EXH_MAX_TEMPLATES)
 		goto out;
-	if (bound(x, child, &cpool) <= best_rate(x) * (1 + 1e-9))
+	/* Strictly below: a tie may still win on its key order. */
+	if (bound(x, child, &cpool) < best_rate(x) * (1 - 1e-12))
 		goto out;
-	for (size_t k = ki; k < x->nkeys && go_on; k++)
-		go_on = explore(x, child, &cpool, k, level + 1, priced);
+	for (size_t k = ki; k < x->nkeys && go_on; k++) {
+		path[level + 1] = k;
+		go_on = explore(x, child, &cpool, path, level + 1, priced);
+	}
 out:
 	costmodel_pool_fini(&cpool);
 	costmodel_plan_free(child);
@@ -247,7 +337,9 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&x->lock);
 		if (ki >= x->nkeys)
 			break;
-		go_on = explore(x, empty, &pool, ki, 0, &priced);
+		size_t path[EXH_MAX_TEMPLATES] = { ki };
+
+		go_on = explore(x, empty, &pool, path, 0, &priced);
 	}
 	pthread_mutex_lock(&x->lock);
 	x->priced += priced;
@@ -286,6 +378,7 @@ int planner_exhaustive(const struct policy_request *req,
 				x.rate_per_gpu[g] = r;
 		}
 	}
+	x.model_state_bytes = model_state_bytes(req->cm);
 	if (!x.nopts) {
 		rc = ar_seterr(-AR_EINFEASIBLE, "no GPU of the cluster has layer profiles for model %s",
 			       costmodel_model(req->cm)->name);

@@ -1,8 +1,106 @@
 #!/bin/sh
-test_description='arachne-plan: plans, evaluation, exit codes'
+test_description='arachne-plan: plans, evaluation, exit codes and errors'
 . "$(dirname "$0")/lib.sh"
 
-test_expect_success 'placeholder until profiles land' '
-	test -x "$ARACHNE_PLAN"
+check="$SHARNESS_TEST_SRCDIR/plan-check.py"
+example="$CLUSTERS/example.json"
+
+json_get() {
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"
+}
+
+test_expect_success 'plans the example cluster as text' '
+	"$ARACHNE_PLAN" --model llama3-8b --cluster "$example" >out &&
+	grep "^llama3-8b on example: 16 of 16 GPUs" out &&
+	grep "^predicted: .* samples/s$" out &&
+	grep "search complete" out
 '
+
+test_expect_success 'the JSON plan keeps every invariant' '
+	"$ARACHNE_PLAN" --model llama3-8b --cluster "$example" --format json >plan.json &&
+	python3 "$check" plan.json "$example" &&
+	test "$(json_get plan.json "d[\"planner\"][\"name\"]")" = exhaustive
+'
+
+# Threads race for the bound, so the count of plans priced varies; the
+# plan itself must not.
+test_expect_success 'planning again (and --output) gives the same plan' '
+	"$ARACHNE_PLAN" --model llama3-8b --cluster "$example" -q -o written.json >/dev/null &&
+	python3 -c "import json,sys
+a, b = (json.load(open(f)) for f in (\"plan.json\", \"written.json\"))
+for p in a, b:
+    del p[\"planner\"][\"planning_s\"], p[\"planner\"][\"plans_priced\"]
+sys.exit(a != b)"
+'
+
+test_expect_success '--evaluate prices the written plan the same' '
+	"$ARACHNE_PLAN" --evaluate plan.json --model llama3-8b --cluster "$example" \
+		--format json >again.json &&
+	test "$(json_get plan.json "d[\"predicted\"][\"samples_per_s\"]")" = \
+	     "$(json_get again.json "d[\"predicted\"][\"samples_per_s\"]")"
+'
+
+test_expect_success 'an MoE model gets an expert layout' '
+	"$ARACHNE_PLAN" --model mixtral-8x7b --cluster "$CLUSTERS/moe-64.json" \
+		--budget-s 20 --format json >moe.json &&
+	python3 "$check" moe.json "$CLUSTERS/moe-64.json"
+'
+
+test_expect_success 'unknown model: exit 2 and the name' '
+	test_expect_code 2 "$ARACHNE_PLAN" --model gpt-9 --cluster "$example" 2>err &&
+	grep "unknown model \"gpt-9\"" err
+'
+
+test_expect_success 'unknown planner: exit 2' '
+	test_expect_code 2 "$ARACHNE_PLAN" --model llama3-8b --cluster "$example" \
+		--planner magic 2>err &&
+	grep "unknown planner \"magic\"" err
+'
+
+test_expect_success 'a cluster with an unknown GPU: exit 2 naming the field' '
+	echo "{\"nodes\":[{\"gpu\":\"b300\",\"gpus_per_node\":8,\"count\":2}]}" >b300.json &&
+	test_expect_code 2 "$ARACHNE_PLAN" --model llama3-8b --cluster b300.json 2>err &&
+	grep "b300.json: cluster: nodes\[0\]: unknown GPU \"b300\"" err
+'
+
+test_expect_success 'malformed cluster JSON: exit 2 with line and column' '
+	printf "{\"nodes\": [\n{\"gpu\": }]}\n" >broken.json &&
+	test_expect_code 2 "$ARACHNE_PLAN" --model llama3-8b --cluster broken.json 2>err &&
+	grep "broken.json:2:" err
+'
+
+test_expect_success 'zero and negative counts: exit 2' '
+	echo "{\"nodes\":[{\"gpu\":\"h100\",\"gpus_per_node\":4,\"count\":0}]}" >zero.json &&
+	test_expect_code 2 "$ARACHNE_PLAN" --model llama3-8b --cluster zero.json 2>err &&
+	grep "\"count\" must be positive" err &&
+	echo "{\"nodes\":[{\"gpu\":\"h100\",\"gpus_per_node\":-4,\"count\":1}]}" >neg.json &&
+	test_expect_code 2 "$ARACHNE_PLAN" --model llama3-8b --cluster neg.json 2>err &&
+	grep "\"gpus_per_node\" must be positive" err
+'
+
+test_expect_success 'a hostlist that does not parse: exit 2' '
+	echo "{\"nodes\":[{\"gpu\":\"h100\",\"gpus_per_node\":4,\"hosts\":\"gpu[3-1]\"}]}" >hl.json &&
+	test_expect_code 2 "$ARACHNE_PLAN" --model llama3-8b --cluster hl.json 2>err &&
+	grep "hostlist \"gpu\[3-1\]\"" err
+'
+
+test_expect_success 'a model that fits nowhere: exit 1 and the reason' '
+	echo "{\"nodes\":[{\"gpu\":\"a5000\",\"gpus_per_node\":1,\"count\":2}]}" >tiny.json &&
+	test_expect_code 1 "$ARACHNE_PLAN" --model qwen3-32b --cluster tiny.json 2>err &&
+	grep "no plan for qwen3-32b on cluster: .*memory" err
+'
+
+test_expect_success 'a plan using a GPU twice is refused by --evaluate' '
+	python3 -c "import json; p=json.load(open(\"plan.json\")); t=p[\"templates\"][0]; t[\"placement\"][0][0][\"gpus\"][0]=t[\"placement\"][0][-1][\"gpus\"][0] if len(t[\"placement\"][0])>1 else t[\"placement\"][0][0][\"gpus\"][0]; t[\"placement\"][0][0][\"gpus\"]=[t[\"placement\"][0][-1][\"gpus\"][0]]*len(t[\"placement\"][0][0][\"gpus\"]); json.dump(p, open(\"twice.json\",\"w\"))" &&
+	test_expect_code 2 "$ARACHNE_PLAN" --evaluate twice.json --model llama3-8b \
+		--cluster "$example" 2>err &&
+	grep "used twice" err
+'
+
+test_expect_success 'bad options: exit 2' '
+	test_expect_code 2 "$ARACHNE_PLAN" --model llama3-8b --cluster "$example" --budget-s -1 &&
+	test_expect_code 2 "$ARACHNE_PLAN" --model llama3-8b --cluster "$example" --format xml &&
+	test_expect_code 2 "$ARACHNE_PLAN" --model llama3-8b
+'
+
 test_done
