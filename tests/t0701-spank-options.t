@@ -66,17 +66,17 @@ test_expect_success 'a job without --arachne has no ARACHNE_ variables' '
 	sbatch --wait -N3 --gres=gpu:1 -o plain.out plain.sh &&
 	cat plain.out &&
 	test "$(cat plain.out)" = done &&
-	test "$(ls "$PLAN_DIR")" = ""
+	test "$(ls "$SLURM_PLAN_DIR")" = ""
 '
 
 test_expect_success 'start a job of root that others will try to join' '
 	ROOTJOB=$(sbatch --parsable -o /dev/null -w node1 --gres=gpu:1 \
 		--arachne=model=llama3-8b,mode=advise --wrap "sleep 60") &&
 	for i in $(seq 1 100); do
-		test "$(job_state $ROOTJOB)" = RUNNING && break
+		test "$(slurm_job_state $ROOTJOB)" = RUNNING && break
 		sleep 0.1
 	done &&
-	test "$(job_state $ROOTJOB)" = RUNNING &&
+	test "$(slurm_job_state $ROOTJOB)" = RUNNING &&
 	echo $ROOTJOB >rootjob
 '
 
@@ -95,17 +95,17 @@ test_expect_success 'another user cannot join it: slurmstepd refuses too' '
 	J=$(sbatch --parsable --uid=nobody --chdir="$PWD/nobody" \
 		-o "$PWD/nobody/out" -e "$PWD/nobody/err" -w node2 --gres=gpu:1 \
 		--arachne=join=$ROOTJOB,mode=enforce --wrap "echo joined") &&
-	wait_gone $J &&
+	slurm_wait_gone $J &&
 	cat nobody/err &&
 	grep "arachne: error: job $J: join=$ROOTJOB: job $ROOTJOB belongs to root" nobody/err &&
 	test_must_fail grep joined nobody/out &&
-	test "$(job_state $J)" = FAILED &&
-	{ ! test -f "$PLAN_DIR/$ROOTJOB/state.json" ||
-	  test_must_fail grep -w "$J" "$PLAN_DIR/$ROOTJOB/state.json"; }
+	test "$(slurm_job_state $J)" = FAILED &&
+	{ ! test -f "$SLURM_PLAN_DIR/$ROOTJOB/state.json" ||
+	  test_must_fail grep -w "$J" "$SLURM_PLAN_DIR/$ROOTJOB/state.json"; }
 '
 
 test_expect_success 'scancel the job' '
-	scancel $(cat rootjob) && wait_gone $(cat rootjob)
+	scancel $(cat rootjob) && slurm_wait_gone $(cat rootjob)
 '
 
 test_done

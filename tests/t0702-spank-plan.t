@@ -15,7 +15,7 @@ EOF
 chmod +x roles.sh
 
 test_expect_success PLANNERD 'start plannerd' '
-	plannerd_start
+	slurm_plannerd_start
 '
 
 test_expect_success PLANNERD 'a two-node job gets a plan at start' '
@@ -30,8 +30,8 @@ test_expect_success PLANNERD 'a two-node job gets a plan at start' '
 		--gres=gpu:2 -o plain.out \
 		--arachne=model=$MODEL,global_batch=16,seq_len=1024 plain.sh) &&
 	cat plain.out batch.env &&
-	test "$(job_state $J)" = COMPLETED &&
-	grep "^ARACHNE_PLAN=$PLAN_DIR/$J/plan.1.json$" batch.env &&
+	test "$(slurm_job_state $J)" = COMPLETED &&
+	grep "^ARACHNE_PLAN=$SLURM_PLAN_DIR/$J/plan.1.json$" batch.env &&
 	grep "^ARACHNE_PLAN_GENERATION=1$" batch.env &&
 	grep "^ARACHNE_PLAN_SUMMARY=model=$MODEL " batch.env &&
 	echo $J >plain.job
@@ -39,7 +39,7 @@ test_expect_success PLANNERD 'a two-node job gets a plan at start' '
 
 test_expect_success PLANNERD 'the plan covers exactly the GPUs of the allocation' '
 	J=$(cat plain.job) &&
-	"$CHECK" gpus "$PLAN_DIR/$J/plan.1.json" >gpus.out &&
+	"$CHECK" gpus "$SLURM_PLAN_DIR/$J/plan.1.json" >gpus.out &&
 	printf "%s\n" node1:0 node1:1 node2:0 node2:1 >gpus.expected &&
 	test_cmp gpus.expected gpus.out
 '
@@ -47,7 +47,7 @@ test_expect_success PLANNERD 'the plan covers exactly the GPUs of the allocation
 test_expect_success PLANNERD 'plannerd was asked with the GRES type of each node' '
 	J=$(cat plain.job) &&
 	python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(\" \".join(\"%s:%s:%d\" % (n[\"hosts\"], n[\"gpu\"], n[\"gpus_per_node\"]) for n in s[\"composition\"][\"nodes\"]))" \
-		"$PLAN_DIR/$J/state.json" >comp.out &&
+		"$SLURM_PLAN_DIR/$J/state.json" >comp.out &&
 	echo "node1:a100:2 node2:h100:2" >comp.expected &&
 	test_cmp comp.expected comp.out
 '
@@ -56,7 +56,7 @@ test_expect_success PLANNERD 'every task has the role the plan gives its GPU' '
 	J=$(cat plain.job) &&
 	cat tasks.out &&
 	test "$(wc -l <tasks.out)" = 4 &&
-	"$CHECK" roles "$PLAN_DIR/$J/plan.1.json" tasks.out
+	"$CHECK" roles "$SLURM_PLAN_DIR/$J/plan.1.json" tasks.out
 '
 
 test_expect_success PLANNERD 'the members of a pipeline share one rendezvous address' '
@@ -89,19 +89,19 @@ test_expect_success PLANNERD 'a HetJob across GPU types gets one plan over all c
 		-w node2 --gres=gpu:h100:2 --ntasks=2 : \
 		-w node1 --gres=gpu:a100:2 --ntasks=2 het.sh) &&
 	cat het.out het.env het-tasks.out &&
-	test "$(job_state $J)" = COMPLETED &&
-	grep "^ARACHNE_PLAN=$PLAN_DIR/$J/plan.1.json$" het.env &&
-	! test -e "$PLAN_DIR/$((J + 1))" &&
-	"$CHECK" gpus "$PLAN_DIR/$J/plan.1.json" >het-gpus.out &&
+	test "$(slurm_job_state $J)" = COMPLETED &&
+	grep "^ARACHNE_PLAN=$SLURM_PLAN_DIR/$J/plan.1.json$" het.env &&
+	! test -e "$SLURM_PLAN_DIR/$((J + 1))" &&
+	"$CHECK" gpus "$SLURM_PLAN_DIR/$J/plan.1.json" >het-gpus.out &&
 	printf "%s\n" node1:0 node1:1 node2:0 node2:1 >het-gpus.expected &&
 	test_cmp het-gpus.expected het-gpus.out &&
 	test "$(wc -l <het-tasks.out)" = 4 &&
-	"$CHECK" roles "$PLAN_DIR/$J/plan.1.json" het-tasks.out
+	"$CHECK" roles "$SLURM_PLAN_DIR/$J/plan.1.json" het-tasks.out
 '
 
 test_expect_success PLANNERD 'plannerd forgets a job when its batch step ends' '
 	J=$(cat plain.job) &&
-	"$CHECK" ask "$PLANNERD_SOCK" "{\"op\":\"get\",\"job\":\"$J\"}" >get.out &&
+	"$CHECK" ask "$SLURM_PLANNERD_SOCK" "{\"op\":\"get\",\"job\":\"$J\"}" >get.out &&
 	cat get.out &&
 	grep "\"ok\": *false" get.out &&
 	grep "not_found" get.out
@@ -109,9 +109,9 @@ test_expect_success PLANNERD 'plannerd forgets a job when its batch step ends' '
 
 test_expect_success PLANNERD 'plan files are written whole, with no temporary left' '
 	J=$(cat plain.job) &&
-	python3 -m json.tool "$PLAN_DIR/$J/plan.1.json" >/dev/null &&
-	python3 -m json.tool "$PLAN_DIR/$J/state.json" >/dev/null &&
-	test "$(ls "$PLAN_DIR/$J" | grep -c tmp)" = 0
+	python3 -m json.tool "$SLURM_PLAN_DIR/$J/plan.1.json" >/dev/null &&
+	python3 -m json.tool "$SLURM_PLAN_DIR/$J/state.json" >/dev/null &&
+	test "$(ls "$SLURM_PLAN_DIR/$J" | grep -c tmp)" = 0
 '
 
 test_done

@@ -20,7 +20,7 @@ wait_file() {
 EOF
 
 test_expect_success PLANNERD 'start plannerd' '
-	plannerd_start
+	slurm_plannerd_start
 '
 
 test_expect_success PLANNERD 'a running job and a second allocation that joins it' '
@@ -44,23 +44,23 @@ test_expect_success PLANNERD 'a running job and a second allocation that joins i
 	X=$(sbatch --parsable -o base.log -w node2 --gres=gpu:h100:2 \
 		--arachne=model=$MODEL,global_batch=16,seq_len=1024 base.sh) &&
 	echo $X >base.job &&
-	wait_for base1.done &&
+	slurm_wait_for base1.done &&
 	Y=$(sbatch --parsable -o joiner.log -w node1 --gres=gpu:a100:2 \
 		--arachne=join=$X joiner.sh) &&
 	echo $Y >joiner.job &&
-	wait_for joined.ready &&
-	wait_gone $Y &&
+	slurm_wait_for joined.ready &&
+	slurm_wait_gone $Y &&
 	touch joined.gone &&
-	wait_gone $X &&
+	slurm_wait_gone $X &&
 	cat base.log joiner.log base1.out base2.out base3.out joiner.env &&
-	test "$(job_state $X)" = COMPLETED &&
-	test "$(job_state $Y)" = COMPLETED
+	test "$(slurm_job_state $X)" = COMPLETED &&
+	test "$(slurm_job_state $Y)" = COMPLETED
 '
 
 test_expect_success PLANNERD 'before the join the job ran on its own plan' '
 	X=$(cat base.job) &&
-	grep "node2 gen=1 plan=$PLAN_DIR/$X/plan.1.json mig=none" base1.out &&
-	"$CHECK" gpus "$PLAN_DIR/$X/plan.1.json" >g1.out &&
+	grep "node2 gen=1 plan=$SLURM_PLAN_DIR/$X/plan.1.json mig=none" base1.out &&
+	"$CHECK" gpus "$SLURM_PLAN_DIR/$X/plan.1.json" >g1.out &&
 	printf "%s\n" node2:0 node2:1 >g1.expected &&
 	test_cmp g1.expected g1.out
 '
@@ -68,26 +68,26 @@ test_expect_success PLANNERD 'before the join the job ran on its own plan' '
 test_expect_success PLANNERD 'the join replanned over both allocations, with a migration' '
 	X=$(cat base.job) &&
 	grep "^ARACHNE_JOINED=$X$" joiner.env &&
-	grep "^ARACHNE_PLAN=$PLAN_DIR/$X/plan.2.json$" joiner.env &&
-	grep "^ARACHNE_MIGRATION=$PLAN_DIR/$X/migration.2.json$" joiner.env &&
-	"$CHECK" gpus "$PLAN_DIR/$X/plan.2.json" >g2.out &&
+	grep "^ARACHNE_PLAN=$SLURM_PLAN_DIR/$X/plan.2.json$" joiner.env &&
+	grep "^ARACHNE_MIGRATION=$SLURM_PLAN_DIR/$X/migration.2.json$" joiner.env &&
+	"$CHECK" gpus "$SLURM_PLAN_DIR/$X/plan.2.json" >g2.out &&
 	printf "%s\n" node1:0 node1:1 node2:0 node2:1 >g2.expected &&
 	test_cmp g2.expected g2.out &&
-	python3 -m json.tool "$PLAN_DIR/$X/migration.2.json" >/dev/null
+	python3 -m json.tool "$SLURM_PLAN_DIR/$X/migration.2.json" >/dev/null
 '
 
 test_expect_success PLANNERD 'the running job found the new plan at its next step' '
 	X=$(cat base.job) &&
-	grep "node2 gen=2 plan=$PLAN_DIR/$X/plan.2.json mig=$PLAN_DIR/$X/migration.2.json" base2.out
+	grep "node2 gen=2 plan=$SLURM_PLAN_DIR/$X/plan.2.json mig=$SLURM_PLAN_DIR/$X/migration.2.json" base2.out
 '
 
 test_expect_success PLANNERD 'the joined allocation ending replanned the job without it' '
 	X=$(cat base.job) &&
-	grep "node2 gen=3 plan=$PLAN_DIR/$X/plan.3.json mig=$PLAN_DIR/$X/migration.3.json" base3.out &&
-	"$CHECK" gpus "$PLAN_DIR/$X/plan.3.json" >g3.out &&
+	grep "node2 gen=3 plan=$SLURM_PLAN_DIR/$X/plan.3.json mig=$SLURM_PLAN_DIR/$X/migration.3.json" base3.out &&
+	"$CHECK" gpus "$SLURM_PLAN_DIR/$X/plan.3.json" >g3.out &&
 	test_cmp g1.expected g3.out &&
 	python3 -c "import json,sys; s=json.load(open(sys.argv[1])); assert s[\"joined\"] == [], s" \
-		"$PLAN_DIR/$X/state.json"
+		"$SLURM_PLAN_DIR/$X/state.json"
 '
 
 test_expect_success PLANNERD 'a shrink by scontrol update NumNodes replans at the next step' '
@@ -103,14 +103,14 @@ test_expect_success PLANNERD 'a shrink by scontrol update NumNodes replans at th
 		--gres=gpu:2 --arachne=model=$MODEL,global_batch=16,seq_len=1024 \
 		shrink.sh) &&
 	cat shrink.log shrink1.out shrink2.out &&
-	test "$(job_state $J)" = COMPLETED &&
+	test "$(slurm_job_state $J)" = COMPLETED &&
 	test "$(grep -c "gen=1 .*mig=none" shrink1.out)" = 2 &&
 	test "$(wc -l <shrink2.out)" = 1 &&
-	grep "node1 gen=2 plan=$PLAN_DIR/$J/plan.2.json mig=$PLAN_DIR/$J/migration.2.json" shrink2.out &&
-	"$CHECK" gpus "$PLAN_DIR/$J/plan.1.json" >s1.out &&
+	grep "node1 gen=2 plan=$SLURM_PLAN_DIR/$J/plan.2.json mig=$SLURM_PLAN_DIR/$J/migration.2.json" shrink2.out &&
+	"$CHECK" gpus "$SLURM_PLAN_DIR/$J/plan.1.json" >s1.out &&
 	printf "%s\n" node1:0 node1:1 node2:0 node2:1 >s1.expected &&
 	test_cmp s1.expected s1.out &&
-	"$CHECK" gpus "$PLAN_DIR/$J/plan.2.json" >s2.out &&
+	"$CHECK" gpus "$SLURM_PLAN_DIR/$J/plan.2.json" >s2.out &&
 	printf "%s\n" node1:0 node1:1 >s2.expected &&
 	test_cmp s2.expected s2.out
 '
@@ -125,7 +125,7 @@ test_expect_success PLANNERD 'an allocation that did not change is not replanned
 	J=$(sbatch --parsable --wait -o steady.log -w node2 --gres=gpu:2 \
 		--arachne=model=$MODEL,global_batch=16,seq_len=1024 steady.sh) &&
 	grep "gen=1 .*mig=none" steady2.out &&
-	! test -e "$PLAN_DIR/$J/plan.2.json"
+	! test -e "$SLURM_PLAN_DIR/$J/plan.2.json"
 '
 
 test_done

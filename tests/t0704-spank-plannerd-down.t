@@ -17,7 +17,7 @@ EOF
 run_job() {
 	J=$(sbatch --parsable --wait -w node2 --gres=gpu:h100:2 -o "$2.out" \
 		-e "$2.err" --arachne=model=$MODEL,mode=$1 job.sh)
-	echo "$(job_state $J)" >"$2.state"
+	echo "$(slurm_job_state $J)" >"$2.state"
 	scontrol show job "$J" |
 		sed -n "s/.*RunTime=\([0-9:]*\) .*/\1/p" |
 		awk -F: "{ print \$1 * 3600 + \$2 * 60 + \$3 }" >"$2.secs"
@@ -27,14 +27,14 @@ run_job() {
 # Two plannerd exchanges (the batch step and its srun step) of at most
 # timeout_ms each, and a second of Slurm's own start and end.
 within_bound() {
-	test "$(cat "$1.secs")" -le "$((2 * TIMEOUT_MS / 1000 + 2))"
+	test "$(cat "$1.secs")" -le "$((2 * SLURM_TIMEOUT_MS / 1000 + 2))"
 }
 
 test_expect_success 'plannerd not running: mode=advise runs the job with a warning' '
 	run_job advise advise &&
 	test "$(cat advise.state)" = COMPLETED &&
 	grep "^script ran plan=none$" advise.out &&
-	grep "arachne: warning: job [0-9]*: cannot reach plannerd at $PLANNERD_SOCK: No such file or directory; running without a plan (mode=advise)" advise.err &&
+	grep "arachne: warning: job [0-9]*: cannot reach plannerd at $SLURM_PLANNERD_SOCK: No such file or directory; running without a plan (mode=advise)" advise.err &&
 	within_bound advise
 '
 
@@ -42,12 +42,12 @@ test_expect_success 'plannerd not running: mode=enforce fails the job and says w
 	run_job enforce enforce &&
 	test "$(cat enforce.state)" = FAILED &&
 	test_must_fail grep "script ran" enforce.out &&
-	grep "arachne: error: job [0-9]*: cannot reach plannerd at $PLANNERD_SOCK: No such file or directory (mode=enforce)" enforce.err &&
+	grep "arachne: error: job [0-9]*: cannot reach plannerd at $SLURM_PLANNERD_SOCK: No such file or directory (mode=enforce)" enforce.err &&
 	within_bound enforce
 '
 
 test_expect_success PLANNERD 'start plannerd, then stop it (SIGSTOP): it accepts but never answers' '
-	plannerd_start &&
+	slurm_plannerd_start &&
 	kill -STOP "$(cat "$SLURM_DIR/plannerd.pid")"
 '
 
@@ -55,7 +55,7 @@ test_expect_success PLANNERD 'plannerd silent: mode=advise runs after timeout_ms
 	run_job advise slow-advise &&
 	test "$(cat slow-advise.state)" = COMPLETED &&
 	grep "^script ran plan=none$" slow-advise.out &&
-	grep "arachne: warning: job [0-9]*: plannerd at $PLANNERD_SOCK did not answer within $TIMEOUT_MS ms; running without a plan (mode=advise)" slow-advise.err &&
+	grep "arachne: warning: job [0-9]*: plannerd at $SLURM_PLANNERD_SOCK did not answer within $SLURM_TIMEOUT_MS ms; running without a plan (mode=advise)" slow-advise.err &&
 	within_bound slow-advise
 '
 
@@ -63,7 +63,7 @@ test_expect_success PLANNERD 'plannerd silent: mode=enforce fails after timeout_
 	run_job enforce slow-enforce &&
 	test "$(cat slow-enforce.state)" = FAILED &&
 	test_must_fail grep "script ran" slow-enforce.out &&
-	grep "arachne: error: job [0-9]*: plannerd at $PLANNERD_SOCK did not answer within $TIMEOUT_MS ms (mode=enforce" slow-enforce.err &&
+	grep "arachne: error: job [0-9]*: plannerd at $SLURM_PLANNERD_SOCK did not answer within $SLURM_TIMEOUT_MS ms (mode=enforce" slow-enforce.err &&
 	within_bound slow-enforce
 '
 
@@ -71,7 +71,7 @@ test_expect_success PLANNERD 'plannerd back (SIGCONT): the same job gets a plan'
 	kill -CONT "$(cat "$SLURM_DIR/plannerd.pid")" &&
 	run_job enforce back &&
 	test "$(cat back.state)" = COMPLETED &&
-	grep "^script ran plan=$PLAN_DIR/[0-9]*/plan.1.json$" back.out &&
+	grep "^script ran plan=$SLURM_PLAN_DIR/[0-9]*/plan.1.json$" back.out &&
 	test_must_fail grep arachne back.err
 '
 

@@ -1,9 +1,11 @@
 # slurm.sh - sourced by sharness for every test; the t07xx tests call
 # slurm_setup to run arachne.so on a real Slurm cluster of their own
-# (tests/slurm-cluster.sh) and plannerd_start to start the real plannerd.
+# (tests/slurm-cluster.sh) and slurm_plannerd_start to start the real
+# plannerd.  Every name here starts with slurm_ or SLURM_: sharness.d/
+# files share one namespace.
 
 # A bound on every plannerd exchange of the plugin in these tests.
-TIMEOUT_MS=1000
+SLURM_TIMEOUT_MS=1000
 
 # slurm_setup PORT: start munged, slurmctld and three slurmd with arachne.so
 # in their plugstack.conf, or skip the whole test file with the reason.
@@ -34,16 +36,16 @@ slurm_setup() {
 	done
 	SLURM_DIR=$(mktemp -d /tmp/arachne-slurm.XXXXXX) || exit 1
 	chmod 755 "$SLURM_DIR"
-	PLAN_DIR=$SLURM_DIR/plans
-	mkdir -m 1777 "$PLAN_DIR" "$SLURM_DIR/work"
-	PLANNERD_SOCK=$SLURM_DIR/plannerd.sock
+	SLURM_PLAN_DIR=$SLURM_DIR/plans
+	mkdir -m 1777 "$SLURM_PLAN_DIR" "$SLURM_DIR/work"
+	SLURM_PLANNERD_SOCK=$SLURM_DIR/plannerd.sock
 	# A copy: a rebuild during the run must not swap the loaded plugin.
 	cp "$top_builddir/spank/.libs/arachne.so" "$SLURM_DIR/arachne.so"
 	chmod 755 "$SLURM_DIR/arachne.so"
 	cleanup slurm_teardown
 	trap 'code=$?; slurm_teardown; (exit $code); die' EXIT
 	if ! "$top_srcdir/tests/slurm-cluster.sh" start "$SLURM_DIR" "$port" \
-	     "required $SLURM_DIR/arachne.so socket=$PLANNERD_SOCK timeout_ms=$TIMEOUT_MS plan_dir=$PLAN_DIR" \
+	     "required $SLURM_DIR/arachne.so socket=$SLURM_PLANNERD_SOCK timeout_ms=$SLURM_TIMEOUT_MS plan_dir=$SLURM_PLAN_DIR" \
 	     2>slurm-start.log; then
 		skip_all="the Slurm cluster did not start: $(tail -n 1 slurm-start.log)"
 		test_done
@@ -59,7 +61,7 @@ slurm_setup() {
 
 slurm_teardown() {
 	test -n "${SLURM_DIR:-}" || return 0
-	plannerd_stop
+	slurm_plannerd_stop
 	"$top_srcdir/tests/slurm-cluster.sh" stop "$SLURM_DIR" 2>/dev/null
 	# Keep the logs for a failed run; the rest goes.
 	if test -n "${debug:-}"; then
@@ -70,11 +72,12 @@ slurm_teardown() {
 	SLURM_DIR=
 }
 
-# plannerd_start: the real plannerd on $PLANNERD_SOCK, with the site map of
-# slurm-cluster.sh's GRES types; waits (bounded) until it answers ping.
-plannerd_start() {
+# slurm_plannerd_start: the real plannerd on $SLURM_PLANNERD_SOCK, with
+# the site map of slurm-cluster.sh's GRES types; waits (bounded) until its
+# socket is there.
+slurm_plannerd_start() {
 	cat >"$SLURM_DIR/plannerd.conf" <<-CONF
-	socket_path = "$PLANNERD_SOCK";
+	socket_path = "$SLURM_PLANNERD_SOCK";
 	state_dir = "$SLURM_DIR/plannerd-state";
 	profiles_dir = "${AR_PROFILES:-$top_srcdir/profiles}";
 	slurm_user = "root";
@@ -94,7 +97,7 @@ plannerd_start() {
 		>>"$SLURM_DIR/plannerd.log" 2>&1 &
 	echo $! >"$SLURM_DIR/plannerd.pid"
 	for i in $(seq 1 100); do
-		test -S "$PLANNERD_SOCK" && return 0
+		test -S "$SLURM_PLANNERD_SOCK" && return 0
 		kill -0 "$(cat "$SLURM_DIR/plannerd.pid")" 2>/dev/null || break
 		sleep 0.1
 	done
@@ -102,7 +105,7 @@ plannerd_start() {
 	return 1
 }
 
-plannerd_stop() {
+slurm_plannerd_stop() {
 	test -s "$SLURM_DIR/plannerd.pid" || return 0
 	pid=$(cat "$SLURM_DIR/plannerd.pid")
 	kill -CONT "$pid" 2>/dev/null
@@ -115,13 +118,13 @@ plannerd_stop() {
 	rm -f "$SLURM_DIR/plannerd.pid"
 }
 
-# job_state JOBID: COMPLETED, FAILED, ... (jobs stay known for MinJobAge).
-job_state() {
+# slurm_job_state JOBID: COMPLETED, FAILED, ... (jobs stay known for MinJobAge).
+slurm_job_state() {
 	scontrol show job "$1" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' | head -n 1
 }
 
-# wait_for FILE [TENTHS]: until FILE exists, at most TENTHS/10 s (300).
-wait_for() {
+# slurm_wait_for FILE [TENTHS]: until FILE exists, at most TENTHS/10 s (300).
+slurm_wait_for() {
 	for i in $(seq 1 "${2:-300}"); do
 		test -e "$1" && return 0
 		sleep 0.1
@@ -130,8 +133,8 @@ wait_for() {
 	return 1
 }
 
-# wait_gone JOBID: until the job left squeue's running/pending lists.
-wait_gone() {
+# slurm_wait_gone JOBID: until the job left squeue's running/pending lists.
+slurm_wait_gone() {
 	for i in $(seq 1 300); do
 		test -z "$(squeue -h -j "$1" -t PD,R,CG -o %i 2>/dev/null)" && return 0
 		sleep 0.1
