@@ -70,6 +70,7 @@ test_expect_success PLANNERD 'the join replanned over both allocations, with a m
 	grep "^ARACHNE_JOINED=$X$" joiner.env &&
 	grep "^ARACHNE_PLAN=$SLURM_PLAN_DIR/$X/plan.2.json$" joiner.env &&
 	grep "^ARACHNE_MIGRATION=$SLURM_PLAN_DIR/$X/migration.2.json$" joiner.env &&
+	grep "^node1 gen=2 plan=$SLURM_PLAN_DIR/$X/plan.2.json mig=$SLURM_PLAN_DIR/$X/migration.2.json role=\(worker\|unused\)$" joiner.out &&
 	"$CHECK" gpus "$SLURM_PLAN_DIR/$X/plan.2.json" >g2.out &&
 	printf "%s\n" node1:0 node1:1 node2:0 node2:1 >g2.expected &&
 	test_cmp g2.expected g2.out &&
