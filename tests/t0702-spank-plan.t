@@ -4,7 +4,7 @@ test_description='arachne.so on a real Slurm with plannerd: a plan for the alloc
 
 slurm_setup 17110
 cd "$SLURM_DIR/work" || exit 1
-CHECK="$top_srcdir/tests/spank-plan-check.py"
+CHECK="python3 $top_srcdir/tests/spank-plan-check.py"
 MODEL=gpt-neo-2.7b
 
 # Every task prints "NODE LOCALID ARACHNE_...=..." on one line.
@@ -23,7 +23,7 @@ test_expect_success PLANNERD 'a two-node job gets a plan at start' '
 	#!/bin/sh
 	env | grep "^ARACHNE_" | sort >batch.env
 	srun $PWD/roles.sh >tasks.out
-	ARACHNE_LAUNCH_DRY_RUN=1 srun -l $top_srcdir/slurm-examples/arachne-launch \
+	ARACHNE_LAUNCH_DRY_RUN=1 srun -l python3 $top_srcdir/slurm-examples/arachne-launch \
 		train.py --lr 1e-4 >launch.out
 	EOF
 	J=$(sbatch --parsable --wait -w node1,node2 -N2 --ntasks-per-node=2 \
@@ -39,7 +39,7 @@ test_expect_success PLANNERD 'a two-node job gets a plan at start' '
 
 test_expect_success PLANNERD 'the plan covers exactly the GPUs of the allocation' '
 	J=$(cat plain.job) &&
-	"$CHECK" gpus "$SLURM_PLAN_DIR/$J/plan.1.json" >gpus.out &&
+	$CHECK gpus "$SLURM_PLAN_DIR/$J/plan.1.json" >gpus.out &&
 	printf "%s\n" node1:0 node1:1 node2:0 node2:1 >gpus.expected &&
 	test_cmp gpus.expected gpus.out
 '
@@ -56,7 +56,7 @@ test_expect_success PLANNERD 'every task has the role the plan gives its GPU' '
 	J=$(cat plain.job) &&
 	cat tasks.out &&
 	test "$(wc -l <tasks.out)" = 4 &&
-	"$CHECK" roles "$SLURM_PLAN_DIR/$J/plan.1.json" tasks.out
+	$CHECK roles "$SLURM_PLAN_DIR/$J/plan.1.json" tasks.out
 '
 
 test_expect_success PLANNERD 'the members of a pipeline share one rendezvous address' '
@@ -92,16 +92,16 @@ test_expect_success PLANNERD 'a HetJob across GPU types gets one plan over all c
 	test "$(slurm_job_state $J)" = COMPLETED &&
 	grep "^ARACHNE_PLAN=$SLURM_PLAN_DIR/$J/plan.1.json$" het.env &&
 	! test -e "$SLURM_PLAN_DIR/$((J + 1))" &&
-	"$CHECK" gpus "$SLURM_PLAN_DIR/$J/plan.1.json" >het-gpus.out &&
+	$CHECK gpus "$SLURM_PLAN_DIR/$J/plan.1.json" >het-gpus.out &&
 	printf "%s\n" node1:0 node1:1 node2:0 node2:1 >het-gpus.expected &&
 	test_cmp het-gpus.expected het-gpus.out &&
 	test "$(wc -l <het-tasks.out)" = 4 &&
-	"$CHECK" roles "$SLURM_PLAN_DIR/$J/plan.1.json" het-tasks.out
+	$CHECK roles "$SLURM_PLAN_DIR/$J/plan.1.json" het-tasks.out
 '
 
 test_expect_success PLANNERD 'plannerd forgets a job when its batch step ends' '
 	J=$(cat plain.job) &&
-	"$CHECK" ask "$SLURM_PLANNERD_SOCK" "{\"op\":\"get\",\"job\":\"$J\"}" >get.out &&
+	$CHECK ask "$SLURM_PLANNERD_SOCK" "{\"op\":\"get\",\"job\":\"$J\"}" >get.out &&
 	cat get.out &&
 	grep "\"ok\": *false" get.out &&
 	grep "not_found" get.out

@@ -4,7 +4,7 @@ test_description='arachne.so on a real Slurm with plannerd: joins, leaves and sh
 
 slurm_setup 17120
 cd "$SLURM_DIR/work" || exit 1
-CHECK="$top_srcdir/tests/spank-plan-check.py"
+CHECK="python3 $top_srcdir/tests/spank-plan-check.py"
 MODEL=gpt-neo-2.7b
 
 # step NAME: one srun step whose tasks print their plan generation,
@@ -60,7 +60,7 @@ test_expect_success PLANNERD 'a running job and a second allocation that joins i
 test_expect_success PLANNERD 'before the join the job ran on its own plan' '
 	X=$(cat base.job) &&
 	grep "node2 gen=1 plan=$SLURM_PLAN_DIR/$X/plan.1.json mig=none" base1.out &&
-	"$CHECK" gpus "$SLURM_PLAN_DIR/$X/plan.1.json" >g1.out &&
+	$CHECK gpus "$SLURM_PLAN_DIR/$X/plan.1.json" >g1.out &&
 	printf "%s\n" node2:0 node2:1 >g1.expected &&
 	test_cmp g1.expected g1.out
 '
@@ -71,7 +71,7 @@ test_expect_success PLANNERD 'the join replanned over both allocations, with a m
 	grep "^ARACHNE_PLAN=$SLURM_PLAN_DIR/$X/plan.2.json$" joiner.env &&
 	grep "^ARACHNE_MIGRATION=$SLURM_PLAN_DIR/$X/migration.2.json$" joiner.env &&
 	grep "^node1 gen=2 plan=$SLURM_PLAN_DIR/$X/plan.2.json mig=$SLURM_PLAN_DIR/$X/migration.2.json role=\(worker\|unused\)$" joiner.out &&
-	"$CHECK" gpus "$SLURM_PLAN_DIR/$X/plan.2.json" >g2.out &&
+	$CHECK gpus "$SLURM_PLAN_DIR/$X/plan.2.json" >g2.out &&
 	printf "%s\n" node1:0 node1:1 node2:0 node2:1 >g2.expected &&
 	test_cmp g2.expected g2.out &&
 	python3 -m json.tool "$SLURM_PLAN_DIR/$X/migration.2.json" >/dev/null
@@ -85,7 +85,7 @@ test_expect_success PLANNERD 'the running job found the new plan at its next ste
 test_expect_success PLANNERD 'the joined allocation ending replanned the job without it' '
 	X=$(cat base.job) &&
 	grep "node2 gen=3 plan=$SLURM_PLAN_DIR/$X/plan.3.json mig=$SLURM_PLAN_DIR/$X/migration.3.json" base3.out &&
-	"$CHECK" gpus "$SLURM_PLAN_DIR/$X/plan.3.json" >g3.out &&
+	$CHECK gpus "$SLURM_PLAN_DIR/$X/plan.3.json" >g3.out &&
 	test_cmp g1.expected g3.out &&
 	python3 -c "import json,sys; s=json.load(open(sys.argv[1])); assert s[\"joined\"] == [], s" \
 		"$SLURM_PLAN_DIR/$X/state.json"
@@ -108,10 +108,10 @@ test_expect_success PLANNERD 'a shrink by scontrol update NumNodes replans at th
 	test "$(grep -c "gen=1 .*mig=none" shrink1.out)" = 2 &&
 	test "$(wc -l <shrink2.out)" = 1 &&
 	grep "node1 gen=2 plan=$SLURM_PLAN_DIR/$J/plan.2.json mig=$SLURM_PLAN_DIR/$J/migration.2.json" shrink2.out &&
-	"$CHECK" gpus "$SLURM_PLAN_DIR/$J/plan.1.json" >s1.out &&
+	$CHECK gpus "$SLURM_PLAN_DIR/$J/plan.1.json" >s1.out &&
 	printf "%s\n" node1:0 node1:1 node2:0 node2:1 >s1.expected &&
 	test_cmp s1.expected s1.out &&
-	"$CHECK" gpus "$SLURM_PLAN_DIR/$J/plan.2.json" >s2.out &&
+	$CHECK gpus "$SLURM_PLAN_DIR/$J/plan.2.json" >s2.out &&
 	printf "%s\n" node1:0 node1:1 >s2.expected &&
 	test_cmp s2.expected s2.out
 '
