@@ -1,8 +1,10 @@
 /*
  * spank.c - arachne.so: the SPANK entry points.  Dispatch only: each
  * callback goes to the file for the context it runs in (see arachne.h).
- * The plugstack.conf arguments are parsed in every callback that gets
- * them, because Slurm calls init() in some processes and not in others.
+ * The plugstack.conf arguments are parsed in init(), which Slurm calls in
+ * every process the plugin acts in (sbatch, salloc, srun, slurmstepd);
+ * it is not called for job prologs and epilogs, where the plugin has
+ * nothing to do.
  */
 #include "config.h"
 
