@@ -4,9 +4,8 @@
  *
  * The search space (docs/planners.md):
  *  - a template is a multiset of stage options (GPU type, TP degree) of
- *    size 1..max depth; its stages run in the canonical order of most
- *    memory per stage first, because the first stages of a 1F1B pipeline
- *    hold the most micro-batches in flight;
+ *    size 1..max depth, its stages grouped by GPU type (larger TP first
+ *    inside a group), in every order of the groups;
  *  - a plan is a sequence of up to EXH_MAX_TEMPLATES templates in
  *    non-decreasing canonical order (the fill packs each into what the
  *    earlier ones left);
@@ -34,7 +33,6 @@
 
 struct exh_option {
 	int gpu, tp;
-	double mem_gib;			/* memory of the stage's TP group */
 };
 
 /* A template by the option index of each stage, non-decreasing. */
@@ -67,18 +65,67 @@ struct exh_search {
 	char first_error_msg[512];
 };
 
+/* Options by GPU type, then larger TP first. */
 static int option_cmp(const void *a, const void *b)
 {
 	const struct exh_option *x = a, *y = b;
 
-	if (x->mem_gib != y->mem_gib)
-		return x->mem_gib > y->mem_gib ? -1 : 1;
 	if (x->gpu != y->gpu)
 		return x->gpu - y->gpu;
-	return x->tp - y->tp;
+	return y->tp - x->tp;
 }
 
-/* Every non-decreasing option sequence of each depth, in key order. */
+static int keys_push(struct exh_search *x, size_t *cap, const struct exh_key *k)
+{
+	if (x->nkeys == *cap) {
+		struct exh_key *n = realloc(x->keys, 2 * *cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		x->keys = n;
+		*cap *= 2;
+	}
+	x->keys[x->nkeys++] = *k;
+	return 0;
+}
+
+/*
+ * Emit @ms (a multiset, non-decreasing option indices, so grouped by GPU
+ * type) once per order of its type blocks, by recursion over which block
+ * goes next.
+ */
+static int emit_orders(struct exh_search *x, size_t *cap, const struct exh_key *ms,
+		       const int *block_start, const int *block_len, int nblocks,
+		       bool *taken, struct exh_key *out)
+{
+	bool any = false;
+	int rc;
+
+	for (int b = 0; b < nblocks; b++) {
+		if (taken[b])
+			continue;
+		any = true;
+		taken[b] = true;
+		for (int i = 0; i < block_len[b]; i++)
+			out->opt[out->depth + i] = ms->opt[block_start[b] + i];
+		out->depth += block_len[b];
+		rc = emit_orders(x, cap, ms, block_start, block_len, nblocks,
+				 taken, out);
+		out->depth -= block_len[b];
+		taken[b] = false;
+		if (rc < 0)
+			return rc;
+	}
+	return any ? 0 : keys_push(x, cap, out);
+}
+
+/*
+ * Every template of the search space: each multiset of stage options of
+ * each depth, its stages grouped by GPU type with the larger TP first in
+ * a group (a group's order changes nothing but memory), and every order
+ * of the groups (which type holds the embedding, which the head, which
+ * the most micro-batches in flight).
+ */
 static int build_keys(struct exh_search *x)
 {
 	size_t cap = 1024;
@@ -92,17 +139,22 @@ static int build_keys(struct exh_search *x)
 		for (int s = 0; s < d; s++)
 			k.opt[s] = 0;
 		for (;;) {
-			int s;
+			int block_start[EXH_MAX_DEPTH], block_len[EXH_MAX_DEPTH];
+			bool taken[EXH_MAX_DEPTH] = { false };
+			struct exh_key out = { .depth = 0 };
+			int nblocks = 0, s, rc;
 
-			if (x->nkeys == cap) {
-				struct exh_key *n = realloc(x->keys, 2 * cap * sizeof(*n));
-
-				if (!n)
-					return -ENOMEM;
-				x->keys = n;
-				cap *= 2;
+			for (s = 0; s < d; s++) {
+				if (s == 0 || x->opts[k.opt[s]].gpu != x->opts[k.opt[s - 1]].gpu) {
+					block_start[nblocks] = s;
+					block_len[nblocks++] = 0;
+				}
+				block_len[nblocks - 1]++;
 			}
-			x->keys[x->nkeys++] = k;
+			rc = emit_orders(x, &cap, &k, block_start, block_len,
+					 nblocks, taken, &out);
+			if (rc < 0)
+				return rc;
 			/* Next non-decreasing sequence. */
 			for (s = d - 1; s >= 0 && k.opt[s] == x->nopts - 1; s--)
 				;
@@ -372,7 +424,6 @@ int planner_exhaustive(const struct policy_request *req,
 
 			x.opts[x.nopts].gpu = g;
 			x.opts[x.nopts].tp = tps[i];
-			x.opts[x.nopts].mem_gib = costmodel_gpu(req->cm, g)->memory_gib * tps[i];
 			x.nopts++;
 			if (r > x.rate_per_gpu[g])
 				x.rate_per_gpu[g] = r;

@@ -14,11 +14,11 @@ static const struct {
 } planners[] = {
 	{ "arachne", NULL },
 	{ "exhaustive", planner_exhaustive },
-	{ "amp", NULL },
-	{ "sailor", NULL },
-	{ "metis", NULL },
-	{ "hexiscale", NULL },
-	{ "espresso", NULL },
+	{ "amp", planner_amp },
+	{ "sailor", planner_sailor },
+	{ "metis", planner_metis },
+	{ "hexiscale", planner_hexiscale },
+	{ "espresso", planner_espresso },
 };
 
 #define NPLANNERS (sizeof(planners) / sizeof(planners[0]))

@@ -23,6 +23,16 @@ typedef int (*planner_f)(const struct policy_request *req,
 
 int planner_exhaustive(const struct policy_request *req,
 		       struct costmodel_plan **planp);
+/* The baselines of the paper's §3.1 (docs/baselines.md). */
+int planner_amp(const struct policy_request *req, struct costmodel_plan **planp);
+int planner_espresso(const struct policy_request *req,
+		     struct costmodel_plan **planp);
+int planner_hexiscale(const struct policy_request *req,
+		      struct costmodel_plan **planp);
+int planner_metis(const struct policy_request *req,
+		  struct costmodel_plan **planp);
+int planner_sailor(const struct policy_request *req,
+		   struct costmodel_plan **planp);
 
 /* A wall-clock deadline for a planning call. */
 struct planner_deadline {

@@ -1,0 +1,351 @@
+/*
+ * baseline.c - bookkeeping and profile sums shared by the baseline
+ * planners (amp.c, espresso.c, hexiscale.c, metis.c, sailor.c).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ar.h"
+#include "baseline.h"
+
+int baseline_search_init(struct baseline_search *bs,
+			 const struct policy_request *req, const char *name)
+{
+	double budget = req->budget_s > 0 ? req->budget_s :
+					    BASELINE_DEFAULT_BUDGET_S;
+
+	memset(bs, 0, sizeof(*bs));
+	if (!req->cm || !req->cl)
+		return ar_seterr(-AR_EINVAL, "%s: no model or no cluster given",
+				 name);
+	bs->cm = req->cm;
+	bs->cl = req->cl;
+	bs->name = name;
+	bs->start_s = ar_now();
+	bs->deadline_s = bs->start_s + budget;
+	return 0;
+}
+
+void baseline_search_fini(struct baseline_search *bs)
+{
+	costmodel_plan_free(bs->best);
+	bs->best = NULL;
+}
+
+bool baseline_search_expired(struct baseline_search *bs)
+{
+	if (!bs->expired && ar_now() >= bs->deadline_s)
+		bs->expired = true;
+	return bs->expired;
+}
+
+int baseline_search_offer(struct baseline_search *bs,
+			  const struct costmodel_plan *plan)
+{
+	if (bs->best && plan->predicted.samples_per_s <=
+			bs->best->predicted.samples_per_s)
+		return 0;
+	if (!bs->best) {
+		bs->best = costmodel_plan_clone(plan);
+		return bs->best ? 0 : -ENOMEM;
+	}
+	return costmodel_plan_copy(bs->best, plan);
+}
+
+int baseline_search_finish(struct baseline_search *bs, bool complete,
+			   struct costmodel_plan **planp)
+{
+	struct costmodel_plan *plan = bs->best;
+
+	*planp = NULL;
+	if (!plan)
+		return ar_seterr(-AR_EINFEASIBLE,
+				 "%s: no feasible plan on cluster %s (%ld plans priced%s)",
+				 bs->name, bs->cl->name ? bs->cl->name : "",
+				 bs->plans_priced,
+				 bs->expired ? ", budget spent" : "");
+	bs->best = NULL;
+	snprintf(plan->planner, sizeof(plan->planner), "%s", bs->name);
+	plan->planning_s = ar_now() - bs->start_s;
+	plan->plans_priced = bs->plans_priced;
+	plan->search_complete = complete && !bs->expired;
+	*planp = plan;
+	return 0;
+}
+
+bool baseline_rc_rejects(int rc)
+{
+	return rc == -AR_EINFEASIBLE || rc == -AR_ENOPROFILE;
+}
+
+int baseline_node_gpus(const struct costmodel_cluster *cl)
+{
+	int size;
+
+	if (cl->nnodes == 0)
+		return 1;
+	size = cl->nodes[0].gpus;
+	for (size_t i = 1; i < cl->nnodes; i++)
+		if (cl->nodes[i].gpus != size)
+			return 1;
+	return size;
+}
+
+int baseline_global_batch(const struct costmodel *cm)
+{
+	struct costmodel_plan *plan = costmodel_plan_create(cm);
+	int gbs;
+
+	if (!plan)
+		return costmodel_model(cm)->global_batch;
+	gbs = plan->global_batch;
+	costmodel_plan_free(plan);
+	return gbs;
+}
+
+void baseline_count_gpus(const struct costmodel *cm,
+			 const struct costmodel_cluster *cl, int *count)
+{
+	memset(count, 0, sizeof(int) * COSTMODEL_MAX_GPU_TYPES);
+	for (size_t i = 0; i < cl->nnodes; i++)
+		if (cl->nodes[i].gpu >= 0 &&
+		    cl->nodes[i].gpu < costmodel_num_gpus(cm))
+			count[cl->nodes[i].gpu] += cl->nodes[i].gpus;
+}
+
+int baseline_largest_node(const struct costmodel_cluster *cl, int type)
+{
+	int largest = 0;
+
+	for (size_t i = 0; i < cl->nnodes; i++)
+		if (cl->nodes[i].gpu == type && cl->nodes[i].gpus > largest)
+			largest = cl->nodes[i].gpus;
+	return largest;
+}
+
+int baseline_mbs(int i)
+{
+	return 1 << i;
+}
+
+/* The profile entries layer @layer is made of: 1 or 2 (an MoE block). */
+static int layer_types(const struct costmodel *cm, int layer,
+		       enum costmodel_layer_type *types)
+{
+	int last = costmodel_num_layers(cm) - 1;
+
+	if (layer == 0) {
+		types[0] = COSTMODEL_LAYER_EMBED;
+		return 1;
+	}
+	if (layer == last) {
+		types[0] = COSTMODEL_LAYER_HEAD;
+		return 1;
+	}
+	if (costmodel_layer_is_moe(cm, layer)) {
+		types[0] = COSTMODEL_LAYER_ATTN;
+		types[1] = COSTMODEL_LAYER_EXPERT;
+		return 2;
+	}
+	types[0] = COSTMODEL_LAYER_BLOCK;
+	return 1;
+}
+
+double baseline_layer_time(const struct costmodel *cm, int gpu, int tp,
+			   int mbs, int layer)
+{
+	enum costmodel_layer_type types[2];
+	int n = layer_types(cm, layer, types);
+	double t = 0;
+
+	for (int i = 0; i < n; i++) {
+		const struct costmodel_layer_profile *p =
+			costmodel_profile(cm, gpu, tp, mbs, types[i]);
+
+		if (!p || !p->present)
+			return -1;
+		t += p->fwd_ms + p->bwd_ms + p->comm_ms;
+	}
+	return t / 1e3;
+}
+
+double baseline_layer_state_bytes(const struct costmodel *cm, int gpu, int tp,
+				  int layer)
+{
+	const struct costmodel_model *m = costmodel_model(cm);
+	enum costmodel_layer_type types[2];
+	int n = layer_types(cm, layer, types);
+	double bytes = 0;
+
+	/* Profiles give BF16 weights (2 bytes a parameter) held per GPU. */
+	for (int i = 0; i < n; i++) {
+		const struct costmodel_layer_profile *p =
+			costmodel_profile(cm, gpu, tp, 1, types[i]);
+
+		if (!p || !p->present)
+			return INFINITY;
+		bytes += p->param_bytes / 2 * m->state_bytes_per_param;
+	}
+	return bytes;
+}
+
+double baseline_layer_act_bytes(const struct costmodel *cm, int gpu, int tp,
+				int mbs, int layer)
+{
+	enum costmodel_layer_type types[2];
+	int n = layer_types(cm, layer, types);
+	double bytes = 0;
+
+	for (int i = 0; i < n; i++) {
+		const struct costmodel_layer_profile *p =
+			costmodel_profile(cm, gpu, tp, mbs, types[i]);
+
+		if (!p || !p->present)
+			return INFINITY;
+		bytes += p->act_bytes;
+	}
+	return bytes;
+}
+
+double baseline_range_time(const struct costmodel *cm, int gpu, int tp,
+			   int mbs, int first, int last)
+{
+	double sum = 0;
+
+	for (int l = first; l <= last; l++) {
+		double t = baseline_layer_time(cm, gpu, tp, mbs, l);
+
+		if (t < 0)
+			return -1;
+		sum += t;
+	}
+	return sum;
+}
+
+bool baseline_stage_fits(const struct costmodel *cm, int gpu, int tp, int mbs,
+			 int first, int last, int inflight, double *headroom)
+{
+	const struct costmodel_gpu *g = costmodel_gpu(cm, gpu);
+	double cap = g->memory_gib * 1073741824.0;
+	double need = BASELINE_RUNTIME_OVERHEAD_GIB * 1073741824.0;
+
+	for (int l = first; l <= last; l++)
+		need += baseline_layer_state_bytes(cm, gpu, tp, l) +
+			inflight * baseline_layer_act_bytes(cm, gpu, tp, mbs, l);
+	if (headroom)
+		*headroom = isfinite(need) ? (cap - need) / cap : -INFINITY;
+	return need <= cap;
+}
+
+int baseline_split_even(const struct costmodel *cm, int depth, int *first,
+			int *last)
+{
+	int nlayers = costmodel_num_layers(cm);
+	int blocks = nlayers - 2;
+	int at = 0;
+
+	if (depth < 1 || depth > COSTMODEL_MAX_DEPTH || depth > blocks)
+		return ar_seterr(-AR_EINVAL, "cannot split %d blocks into %d stages",
+				 blocks, depth);
+	for (int s = 0; s < depth; s++) {
+		first[s] = s ? last[s - 1] + 1 : 0;
+		at += blocks / depth + (s < blocks % depth);
+		last[s] = at;
+	}
+	last[depth - 1] = nlayers - 1;
+	return 0;
+}
+
+int baseline_split_share(const struct costmodel *cm, int depth,
+			 const double *share, int *first, int *last)
+{
+	int nlayers = costmodel_num_layers(cm);
+	int blocks = nlayers - 2;
+	int count[COSTMODEL_MAX_DEPTH];
+	double frac[COSTMODEL_MAX_DEPTH];
+	double total = 0;
+	int given = 0, at = 1;
+
+	if (depth < 1 || depth > COSTMODEL_MAX_DEPTH || depth > blocks)
+		return ar_seterr(-AR_EINVAL, "cannot split %d blocks into %d stages",
+				 blocks, depth);
+	for (int s = 0; s < depth; s++)
+		total += share[s] > 0 ? share[s] : 0;
+	if (total <= 0)
+		return ar_seterr(-AR_EINVAL, "no stage has a positive share");
+	/* One block each first, the rest by largest remainder. */
+	for (int s = 0; s < depth; s++) {
+		double want = (share[s] > 0 ? share[s] : 0) / total *
+			      (blocks - depth);
+
+		count[s] = 1 + (int)floor(want);
+		frac[s] = want - floor(want);
+		given += count[s];
+	}
+	while (given < blocks) {
+		int pick = 0;
+
+		for (int s = 1; s < depth; s++)
+			if (frac[s] > frac[pick])
+				pick = s;
+		count[pick]++;
+		frac[pick] = -1;
+		given++;
+	}
+	for (int s = 0; s < depth; s++) {
+		first[s] = at;
+		last[s] = at + count[s] - 1;
+		at += count[s];
+	}
+	first[0] = 0;
+	last[depth - 1] = nlayers - 1;
+	return 0;
+}
+
+void baseline_fill_opts(struct costmodel_fill_opts *opts)
+{
+	memset(opts, 0, sizeof(*opts));
+	opts->no_expert_tiling = true;
+}
+
+struct costmodel_template *baseline_template_alloc(struct costmodel_plan *plan,
+						   int nstages, int replicas)
+{
+	struct costmodel_template *t;
+
+	t = realloc(plan->templates, sizeof(*t) * (plan->ntemplates + 1));
+	if (!t)
+		return NULL;
+	plan->templates = t;
+	t = &plan->templates[plan->ntemplates];
+	memset(t, 0, sizeof(*t));
+	t->placement = calloc((size_t)replicas * nstages, sizeof(*t->placement));
+	if (!t->placement)
+		return NULL;
+	t->nstages = nstages;
+	t->replicas = replicas;
+	plan->ntemplates++;
+	return t;
+}
+
+void baseline_pool_restrict(struct costmodel_pool *pool,
+			    const struct costmodel_cluster *cl,
+			    const bool *keep)
+{
+	memset(pool->free_by_type, 0, sizeof(pool->free_by_type));
+	memset(pool->free_hist, 0, sizeof(pool->free_hist));
+	for (int i = 0; i < pool->nnodes; i++) {
+		int type = cl->nodes[i].gpu;
+		int nfree;
+
+		if (!keep[i])
+			pool->free_mask[i] = 0;
+		nfree = __builtin_popcount(pool->free_mask[i]);
+		pool->free_by_type[type] += nfree;
+		pool->free_hist[type][nfree]++;
+	}
+}
