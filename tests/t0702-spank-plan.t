@@ -99,6 +99,31 @@ test_expect_success PLANNERD 'a HetJob across GPU types gets one plan over all c
 	$CHECK roles "$SLURM_PLAN_DIR/$J/plan.1.json" het-tasks.out
 '
 
+test_expect_success PLANNERD 'srun alone (no batch step) plans at its first step, once' '
+	srun -w node1,node2 -N2 --ntasks-per-node=2 --gres=gpu:2 \
+		--arachne=model=$MODEL,global_batch=16,seq_len=1024 \
+		$PWD/roles.sh >srun-tasks.out &&
+	cat srun-tasks.out &&
+	test "$(wc -l <srun-tasks.out)" = 4 &&
+	plan=$(sed -n "s/.*ARACHNE_PLAN=\([^ ]*\).*/\1/p" srun-tasks.out | sort -u) &&
+	test "$(echo "$plan" | wc -l)" = 1 &&
+	test "$(basename "$plan")" = plan.1.json &&
+	$CHECK roles "$plan" srun-tasks.out
+'
+
+test_expect_success PLANNERD 'ARACHNE_MODEL alone enables the plugin; output= moves the plan directory' '
+	mkdir -m 700 myplans &&
+	J=$(ARACHNE_MODEL=$MODEL ARACHNE_GLOBAL_BATCH=16 ARACHNE_SEQ_LEN=1024 \
+		ARACHNE_OUTPUT=$PWD/myplans/job sbatch --parsable --wait \
+		-w node2 --gres=gpu:2 -o env.out --wrap "env | grep ^ARACHNE_PLAN=") &&
+	cat env.out &&
+	test "$(cat env.out)" = "ARACHNE_PLAN=$PWD/myplans/job/plan.1.json" &&
+	test "$(readlink "$SLURM_PLAN_DIR/$J")" = "$PWD/myplans/job" &&
+	$CHECK gpus myplans/job/plan.1.json >out-gpus.out &&
+	printf "%s\n" node2:0 node2:1 >out-gpus.expected &&
+	test_cmp out-gpus.expected out-gpus.out
+'
+
 test_expect_success PLANNERD 'plannerd forgets a job when its batch step ends' '
 	J=$(cat plain.job) &&
 	$CHECK ask "$SLURM_PLANNERD_SOCK" "{\"op\":\"get\",\"job\":\"$J\"}" >get.out &&
