@@ -1,0 +1,144 @@
+# slurm.sh - sourced by sharness for every test; the t07xx tests call
+# slurm_setup to run arachne.so on a real Slurm cluster of their own
+# (tests/slurm-cluster.sh) and slurm_plannerd_start to start the real
+# plannerd.  Every name here starts with slurm_ or SLURM_: sharness.d/
+# files share one namespace.
+
+# A bound on every plannerd exchange of the plugin in these tests.
+SLURM_TIMEOUT_MS=1000
+
+# slurm_setup PORT: start munged, slurmctld and three slurmd with arachne.so
+# in their plugstack.conf, or skip the whole test file with the reason.
+slurm_setup() {
+	port=$1
+	if test "$(id -u)" != 0; then
+		skip_all="the Slurm tests start slurmctld and slurmd, which needs root"
+		test_done
+	fi
+	for p in munged mungekey slurmctld slurmd sbatch python3; do
+		if ! command -v $p >/dev/null 2>&1; then
+			skip_all="$p is not installed (Debian: slurmctld slurmd slurm-client munge python3)"
+			test_done
+		fi
+	done
+	if ! test -f "$top_builddir/spank/.libs/arachne.so"; then
+		skip_all="arachne.so was not built (configure found no slurm/spank.h)"
+		test_done
+	fi
+	if nm -D "$top_builddir/spank/.libs/arachne.so" 2>/dev/null |
+	   grep -q "__asan_init\|__ubsan_handle"; then
+		skip_all="arachne.so is built with sanitizers, which sbatch and slurmstepd cannot load"
+		test_done
+	fi
+	# The job environment must not inherit the test's own ARACHNE_*.
+	for v in $(env | sed -n 's/^\(ARACHNE_[A-Z_]*\)=.*/\1/p'); do
+		unset "$v"
+	done
+	SLURM_DIR=$(mktemp -d /tmp/arachne-slurm.XXXXXX) || exit 1
+	chmod 755 "$SLURM_DIR"
+	SLURM_PLAN_DIR=$SLURM_DIR/plans
+	mkdir -m 1777 "$SLURM_PLAN_DIR" "$SLURM_DIR/work"
+	SLURM_PLANNERD_SOCK=$SLURM_DIR/plannerd.sock
+	# A copy: a rebuild during the run must not swap the loaded plugin.
+	cp "$top_builddir/spank/.libs/arachne.so" "$SLURM_DIR/arachne.so"
+	chmod 755 "$SLURM_DIR/arachne.so"
+	cleanup slurm_teardown
+	trap 'code=$?; slurm_teardown; (exit $code); die' EXIT
+	if ! "$top_srcdir/tests/slurm-cluster.sh" start "$SLURM_DIR" "$port" \
+	     "required $SLURM_DIR/arachne.so socket=$SLURM_PLANNERD_SOCK timeout_ms=$SLURM_TIMEOUT_MS plan_dir=$SLURM_PLAN_DIR" \
+	     2>slurm-start.log; then
+		skip_all="the Slurm cluster did not start: $(tail -n 1 slurm-start.log)"
+		test_done
+	fi
+	. "$SLURM_DIR/env.sh"
+	export SLURM_CONF
+	if test -x "$top_builddir/plannerd/plannerd"; then
+		test_set_prereq PLANNERD
+	else
+		say "plannerd/plannerd is not built: tests that need plannerd are skipped"
+	fi
+}
+
+slurm_teardown() {
+	test -n "${SLURM_DIR:-}" || return 0
+	slurm_plannerd_stop
+	"$top_srcdir/tests/slurm-cluster.sh" stop "$SLURM_DIR" 2>/dev/null
+	# Keep the logs for a failed run; the rest goes.
+	if test -n "${debug:-}"; then
+		echo "# cluster left in $SLURM_DIR" >&2
+	else
+		rm -rf "$SLURM_DIR"
+	fi
+	SLURM_DIR=
+}
+
+# slurm_plannerd_start: the real plannerd on $SLURM_PLANNERD_SOCK, with
+# the site map of slurm-cluster.sh's GRES types; waits (bounded) until its
+# socket is there.
+slurm_plannerd_start() {
+	cat >"$SLURM_DIR/plannerd.conf" <<-CONF
+	socket_path = "$SLURM_PLANNERD_SOCK";
+	state_dir = "$SLURM_DIR/plannerd-state";
+	profiles_dir = "${AR_PROFILES:-$top_srcdir/profiles}";
+	slurm_user = "root";
+	planner = "exhaustive";
+	budget_s = 20.0;
+	# Any gain is worth a move here, so a changed allocation always
+	# gets a new plan rather than the old one kept.
+	replan_horizon_s = 1.0e7;
+	gres_map = (
+	  { gres = "a100"; gpu = "a100-40"; },
+	  { gres = "h100"; gpu = "h100"; },
+	  { gres = "a6000"; gpu = "a6000"; }
+	);
+	CONF
+	mkdir -p "$SLURM_DIR/plannerd-state"
+	"$top_builddir/plannerd/plannerd" -F -f "$SLURM_DIR/plannerd.conf" \
+		>>"$SLURM_DIR/plannerd.log" 2>&1 &
+	echo $! >"$SLURM_DIR/plannerd.pid"
+	for i in $(seq 1 100); do
+		test -S "$SLURM_PLANNERD_SOCK" && return 0
+		kill -0 "$(cat "$SLURM_DIR/plannerd.pid")" 2>/dev/null || break
+		sleep 0.1
+	done
+	cat "$SLURM_DIR/plannerd.log" >&2
+	return 1
+}
+
+slurm_plannerd_stop() {
+	test -s "$SLURM_DIR/plannerd.pid" || return 0
+	pid=$(cat "$SLURM_DIR/plannerd.pid")
+	kill -CONT "$pid" 2>/dev/null
+	kill -TERM "$pid" 2>/dev/null
+	for i in $(seq 1 50); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$pid" 2>/dev/null
+	rm -f "$SLURM_DIR/plannerd.pid"
+}
+
+# slurm_job_state JOBID: COMPLETED, FAILED, ... (jobs stay known for MinJobAge).
+slurm_job_state() {
+	scontrol show job "$1" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' | head -n 1
+}
+
+# slurm_wait_for FILE [TENTHS]: until FILE exists, at most TENTHS/10 s (300).
+slurm_wait_for() {
+	for i in $(seq 1 "${2:-300}"); do
+		test -e "$1" && return 0
+		sleep 0.1
+	done
+	echo "timed out waiting for $1" >&2
+	return 1
+}
+
+# slurm_wait_gone JOBID: until the job left squeue's running/pending lists.
+slurm_wait_gone() {
+	for i in $(seq 1 300); do
+		test -z "$(squeue -h -j "$1" -t PD,R,CG -o %i 2>/dev/null)" && return 0
+		sleep 0.1
+	done
+	echo "job $1 is still there" >&2
+	return 1
+}
