@@ -14,6 +14,7 @@
 #include "ar.h"
 
 #define HOSTLIST_MAX 1000000	/* a bound on what one expression may name */
+#define HOSTLIST_DIGITS 9	/* host numbers stay far from ULONG_MAX */
 
 struct names {
 	char **v;
@@ -57,6 +58,8 @@ static int expand_ranges(struct names *nm, const char *item, size_t len,
 			goto bad;
 		lo = strtoul(p, &end, 10);
 		width = (int)(end - p);
+		if (width > HOSTLIST_DIGITS)
+			goto bad;
 		hi = lo;
 		p = end;
 		if (*p == '-') {
@@ -64,6 +67,8 @@ static int expand_ranges(struct names *nm, const char *item, size_t len,
 			if (!isdigit((unsigned char)*p))
 				goto bad;
 			hi = strtoul(p, &end, 10);
+			if (end - p > HOSTLIST_DIGITS)
+				goto bad;
 			p = end;
 		}
 		if (hi < lo || hi - lo > HOSTLIST_MAX || nm->n + (hi - lo) > HOSTLIST_MAX)

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 # (Open MPI, munge and Slurm for the end-to-end tests, sharness).
 packages="build-essential autoconf automake libtool pkg-config ca-certificates
 	libjansson-dev libiniparser-dev libconfig-dev libhwloc-dev hwloc
-	libcmocka-dev libopenblas-dev sharness gnuplot-nox jq
+	libcmocka-dev libopenblas-dev sharness gnuplot-nox jq clang libclang-rt-dev
 	libopenmpi-dev openmpi-bin
 	libslurm-dev slurmctld slurmd slurm-client munge
 	python3 procps iproute2 util-linux"

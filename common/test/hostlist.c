@@ -41,6 +41,9 @@ static void refuses_malformed(void **state)
 	static const char *const bad[] = {
 		"", "gpu[1-", "gpu[3-1]", "gpu]", "a,,b", "a,", "gpu[a-b]",
 		"gpu[1-2][3]", "gp u1", "gpu[1-2000000]",
+		/* found by plannerd's fuzzer: strtoul saturated, the loop wrapped */
+		"n[1,30000000000000000000001]", "n[18446744073709551615]",
+		"n[1-99999999999]",
 	};
 	char **h;
 	size_t n;
