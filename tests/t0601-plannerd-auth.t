@@ -1,11 +1,20 @@
 #!/bin/sh
 test_description='plannerd: peer-credential authorization and socket permissions'
+# Other users must reach the socket and the client: the build tree may
+# sit under a directory they cannot enter (/root), so the trash directory
+# goes under /tmp and the client is copied into it.
+if [ "$(id -u)" = 0 ]; then
+	root=$(mktemp -d /tmp/arachne-t0601.XXXXXX) && chmod 755 "$root"
+fi
 . "$(dirname "$0")/lib.sh"
 
 if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
 	skip_all='needs root and setpriv to act as other users'
 	test_done
 fi
+cp "$ARACHNECTL" ./arachnectl && chmod 755 ./arachnectl . || exit 1
+ARACHNECTL=$PWD/arachnectl
+cleanup 'cd / && rm -rf "$root"'
 
 # as USER ctl ARGS...: arachnectl run as USER (nobody, daemon)
 as() {
