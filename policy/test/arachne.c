@@ -37,8 +37,8 @@ static const char *toy_json =
 static int setup(void **state)
 {
 	dir = pfix_create();
-	cm = pfix_load(dir, "dense");
-	toy = pfix_cluster(cm, toy_json);
+	cm = fixture_load(dir, "dense");
+	toy = fixture_cluster(cm, toy_json);
 	snprintf(policy_path, sizeof(policy_path), "%s/policy.safetensors", dir);
 	return 0;
 }
@@ -47,7 +47,7 @@ static int teardown(void **state)
 {
 	costmodel_cluster_free(toy);
 	costmodel_destroy(cm);
-	pfix_destroy(dir);
+	fixture_destroy(dir);
 	return 0;
 }
 
@@ -166,7 +166,7 @@ static char *plan_json(const struct costmodel_cluster *cl, unsigned long seed,
 
 static void test_same_seed_same_plan(void **state)
 {
-	struct costmodel_cluster *cl = pfix_cluster(cm,
+	struct costmodel_cluster *cl = fixture_cluster(cm,
 		"{\"name\":\"mix\",\"nodes\":["
 		"{\"gpu\":\"big\",\"gpus_per_node\":8,\"count\":3},"
 		"{\"gpu\":\"mid\",\"gpus_per_node\":4,\"count\":5},"

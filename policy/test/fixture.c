@@ -30,25 +30,6 @@ static const struct {
 	{ "small", 24, 150, 4, 5.0 },
 };
 
-static void write_file(const char *dir, const char *rel, const char *text)
-{
-	char path[4096];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, rel);
-	for (char *p = path + strlen(dir) + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		mkdir(path, 0755);
-		*p = '/';
-	}
-	f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
-}
-
 static void entry(FILE *f, int tp, int mbs, const char *type, double fwd,
 		  double bwd, double comm, double act, double param)
 {
@@ -129,11 +110,11 @@ char *pfix_create(void)
 			 "max_gpus_per_node = %d\nprice_per_hour = 1\n",
 			 gpus[g].name, gpus[g].memory_gib, gpus[g].tflops,
 			 gpus[g].per_node);
-		write_file(dir, rel, text);
+		fixture_write(dir, rel, text);
 	}
-	write_file(dir, "models/dense.ini", model_ini("dense", ""));
-	write_file(dir, "models/huge.ini", model_ini("huge", ""));
-	write_file(dir, "models/moe.ini",
+	fixture_write(dir, "models/dense.ini", model_ini("dense", ""));
+	fixture_write(dir, "models/huge.ini", model_ini("huge", ""));
+	fixture_write(dir, "models/moe.ini",
 		   model_ini("moe", "experts = 8\ntop_k = 2\nexpert_ffn = 4096\n"));
 	for (size_t g = 0; g < sizeof(gpus) / sizeof(gpus[0]); g++) {
 		write_layers(dir, "dense", g, 1 * GIB, 0);
@@ -141,38 +122,4 @@ char *pfix_create(void)
 		write_layers(dir, "moe", g, 0, 1);
 	}
 	return dir;
-}
-
-void pfix_destroy(char *dir)
-{
-	char cmd[4200];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	assert_int_equal(system(cmd), 0);
-	free(dir);
-}
-
-struct costmodel *pfix_load(const char *dir, const char *model)
-{
-	struct costmodel_opts opts = { .profiles_dir = dir };
-	struct costmodel *cm;
-
-	if (costmodel_load(model, &opts, &cm) < 0)
-		fail_msg("costmodel_load(%s): %s", model, ar_errmsg());
-	return cm;
-}
-
-struct costmodel_cluster *pfix_cluster(const struct costmodel *cm,
-				       const char *json)
-{
-	struct costmodel_cluster *cl;
-	json_error_t jerr;
-	json_t *root = json_loads(json, 0, &jerr);
-
-	if (!root)
-		fail_msg("cluster JSON: %s", jerr.text);
-	if (costmodel_cluster_from_json(cm, root, &cl) < 0)
-		fail_msg("cluster: %s", ar_errmsg());
-	json_decref(root);
-	return cl;
 }

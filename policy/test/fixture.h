@@ -14,14 +14,11 @@
 #ifndef AR_POLICY_TEST_FIXTURE_H
 #define AR_POLICY_TEST_FIXTURE_H
 
-#include "costmodel.h"
+/* fixture_write(), _load(), _cluster(), _destroy(): the cost model's. */
+#include "../../costmodel/test/fixture.h"
 
-/* Create the tree in a new temporary directory; returns its path (owned). */
+/* Create the tree in a new temporary directory; returns its path (owned,
+ * removed and freed by fixture_destroy()). */
 char *pfix_create(void);
-void pfix_destroy(char *dir);
-struct costmodel *pfix_load(const char *dir, const char *model);
-/* A cluster from JSON text; fails the test on error. */
-struct costmodel_cluster *pfix_cluster(const struct costmodel *cm,
-				       const char *json);
 
 #endif

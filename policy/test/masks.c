@@ -40,7 +40,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	pfix_destroy(dir);
+	fixture_destroy(dir);
 	return 0;
 }
 
@@ -134,7 +134,7 @@ static void walk(struct policy_episode *ep, struct policy_rng *rng,
 
 static void property(const char *model)
 {
-	struct costmodel *cm = pfix_load(dir, model);
+	struct costmodel *cm = fixture_load(dir, model);
 	struct policy_compose_opts co = { .min_types = 1, .max_types = 3,
 					  .min_gpus = 4, .max_gpus = 256 };
 	struct policy_rng rng;
@@ -179,8 +179,8 @@ static void test_masks_moe(void **state)
 /* Small GPUs only: TP 1 stages cannot hold two blocks, so depth is bounded below. */
 static void test_masks_memory_bound(void **state)
 {
-	struct costmodel *cm = pfix_load(dir, "dense");
-	struct costmodel_cluster *cl = pfix_cluster(cm,
+	struct costmodel *cm = fixture_load(dir, "dense");
+	struct costmodel_cluster *cl = fixture_cluster(cm,
 		"{\"name\":\"s\",\"nodes\":[{\"gpu\":\"small\",\"gpus_per_node\":1,\"count\":64}]}");
 	struct policy_episode ep;
 	struct policy_env env;
@@ -206,8 +206,8 @@ static void test_masks_memory_bound(void **state)
 
 static void test_infeasible_model(void **state)
 {
-	struct costmodel *cm = pfix_load(dir, "huge");
-	struct costmodel_cluster *cl = pfix_cluster(cm,
+	struct costmodel *cm = fixture_load(dir, "huge");
+	struct costmodel_cluster *cl = fixture_cluster(cm,
 		"{\"name\":\"h\",\"nodes\":[{\"gpu\":\"big\",\"gpus_per_node\":8,\"count\":2}]}");
 	struct policy_episode ep;
 	struct policy_env env;
