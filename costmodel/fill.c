@@ -15,7 +15,11 @@
  * fixed list of alternatives): the contiguous split that minimizes the
  * slowest stage subject to every stage's memory, found by bisection on
  * the stage time with a greedy feasibility test, which is exact for
- * contiguous splits.
+ * contiguous splits.  Then, because a stage's gradient all-reduce grows
+ * with its layers and not with its speed, the same search under tighter
+ * limits on each stage's all-reduce, keeping the split whose 1F1B
+ * iteration is shortest.  Expert tilings are chosen by time and
+ * all-reduce together.
  */
 #include "config.h"
 
@@ -257,20 +261,40 @@ struct stage_rates {
 	double fixed_s;			/* p2p per micro-batch */
 	double time[COSTMODEL_NUM_LAYER_TYPES];	/* per layer */
 	double mem[COSTMODEL_NUM_LAYER_TYPES];	/* per layer, in-flight included */
+	double sync[COSTMODEL_NUM_LAYER_TYPES];	/* per layer: gradient all-reduce */
 	double cap;			/* bytes left after the overhead */
 };
+
+/* What the split estimates an iteration with. */
+struct split_ctx {
+	int pipelines;			/* replicas of every template */
+	bool across_templates;		/* other templates' replicas: the network */
+	int micro_batches;		/* per replica, if the batch split evenly */
+};
+
+/* One layer's gradient all-reduce of @bytes per rank over @ranks ranks. */
+static double layer_sync_s(const struct cm_stage_links *lk,
+			   const struct split_ctx *ctx, double bytes, int ranks)
+{
+	double Bps = ctx->across_templates ? lk->net_Bps : lk->dp_Bps;
+	double lat = ctx->across_templates ? INTER_LATENCY_S : lk->dp_lat;
+
+	return cm_ring_allreduce_s(bytes, ranks, Bps, lat);
+}
 
 /* Candidate expert layouts of one stage. */
 struct tiling {
 	int ep, etp;
 	double time, mem;		/* per MoE layer, memory with in-flight */
+	double sync;			/* per MoE layer: dense and expert all-reduce */
 };
 
 #define MAX_TILINGS 64
 
 static int stage_tilings(const struct costmodel *cm, int gpu, int tp, int W,
 			 int mbs, int inflight, const struct cm_stage_links *lk,
-			 bool pinned, struct tiling *out)
+			 const struct split_ctx *ctx, bool pinned,
+			 struct tiling *out)
 {
 	int n = 0;
 
@@ -291,34 +315,51 @@ static int stage_tilings(const struct costmodel *cm, int gpu, int tp, int W,
 			out[n].etp = etp;
 			out[n].time = c.time_s;
 			out[n].mem = c.state_bytes + inflight * c.act_bytes;
+			out[n].sync = layer_sync_s(lk, ctx, c.grad_bytes, ctx->pipelines) +
+				      layer_sync_s(lk, ctx, c.expert_grad_bytes,
+						   W / (ep * etp));
 			n++;
 		}
 	}
 	return n;
 }
 
+/* Limits on one stage in a split: its time per micro-batch and its sync. */
+struct split_limits {
+	double T, S;
+};
+
+/* A stage's running totals while it takes layers. */
+struct stage_sum {
+	double t, m, y;			/* time, memory, sync */
+};
+
 /*
  * Take blocks of one kind from @first to at most @last into a stage whose
- * time and memory so far are *@t and *@m, within @T and the stage's
- * memory; returns the last block taken (@first - 1 for none).
+ * totals so far are *@sum, within the limits and the stage's memory;
+ * returns the last block taken (@first - 1 for none).
  */
 static int take_blocks(const struct stage_rates *sr, enum costmodel_layer_type type,
-		       int first, int last, double T, double *t, double *m)
+		       int first, int last, const struct split_limits *lim,
+		       struct stage_sum *sum)
 {
-	double dt = sr->time[type], dm = sr->mem[type];
+	double dt = sr->time[type], dm = sr->mem[type], dy = sr->sync[type];
 	long n = last - first + 1;
 
 	if (n <= 0)
 		return first - 1;
 	/* floor() of the room left, guarding against rounding at the edge. */
 	if (dt > 0)
-		n = fmin(n, floor((T - *t) / dt * (1 + 1e-12)));
+		n = fmin(n, floor((lim->T - sum->t) / dt * (1 + 1e-12)));
 	if (dm > 0)
-		n = fmin(n, floor((sr->cap - *m) / dm));
+		n = fmin(n, floor((sr->cap - sum->m) / dm));
+	if (dy > 0)
+		n = fmin(n, floor((lim->S - sum->y) / dy * (1 + 1e-12)));
 	if (n <= 0)
 		return first - 1;
-	*t += n * dt;
-	*m += n * dm;
+	sum->t += n * dt;
+	sum->m += n * dm;
+	sum->y += n * dy;
 	return first + (int)n - 1;
 }
 
@@ -328,37 +369,39 @@ static int take_blocks(const struct stage_rates *sr, enum costmodel_layer_type t
  * blocks, MoE blocks, head), so each run is one division.
  */
 static int stage_reach(const struct costmodel *cm, const struct stage_rates *sr,
-		       int a, int limit, double T)
+		       int a, int limit, const struct split_limits *lim)
 {
 	int L = cm->nlayers, last_dense, e;
-	double t = sr->fixed_s, m = 0;
+	struct stage_sum sum = { .t = sr->fixed_s };
 
 	last_dense = cm->model.experts > 0 ? cm->model.dense_layers : L - 2;
 	if (a == 0) {
-		t += sr->time[COSTMODEL_LAYER_EMBED];
-		m += sr->mem[COSTMODEL_LAYER_EMBED];
-		if (t > T || m > sr->cap)
+		sum.t += sr->time[COSTMODEL_LAYER_EMBED];
+		sum.m += sr->mem[COSTMODEL_LAYER_EMBED];
+		sum.y += sr->sync[COSTMODEL_LAYER_EMBED];
+		if (sum.t > lim->T || sum.m > sr->cap || sum.y > lim->S)
 			return -1;
 		a = 1;
 	}
 	e = a - 1;
 	if (a <= last_dense) {
 		e = take_blocks(sr, COSTMODEL_LAYER_BLOCK, a,
-				limit < last_dense ? limit : last_dense, T, &t, &m);
+				limit < last_dense ? limit : last_dense, lim, &sum);
 		if (e < (limit < last_dense ? limit : last_dense))
 			return e;
 	}
 	if (e < L - 2 && e < limit) {
 		int to = limit < L - 2 ? limit : L - 2;
-		int got = take_blocks(sr, COSTMODEL_LAYER_ATTN, e + 1, to, T, &t, &m);
+		int got = take_blocks(sr, COSTMODEL_LAYER_ATTN, e + 1, to, lim, &sum);
 
 		if (got < to)
 			return got;
 		e = got;
 	}
 	if (limit == L - 1 && e == L - 2 &&
-	    t + sr->time[COSTMODEL_LAYER_HEAD] <= T &&
-	    m + sr->mem[COSTMODEL_LAYER_HEAD] <= sr->cap)
+	    sum.t + sr->time[COSTMODEL_LAYER_HEAD] <= lim->T &&
+	    sum.m + sr->mem[COSTMODEL_LAYER_HEAD] <= sr->cap &&
+	    sum.y + sr->sync[COSTMODEL_LAYER_HEAD] <= lim->S)
 		e = L - 1;
 	return e;
 }
@@ -370,7 +413,7 @@ static int stage_reach(const struct costmodel *cm, const struct stage_rates *sr,
  * can hold what is left.  Fills @last[] when @last is not NULL.
  */
 static bool split_fits(const struct costmodel *cm, const struct stage_rates *sr,
-		       int d, double T, int *last)
+		       int d, const struct split_limits *lim, int *last)
 {
 	int L = cm->nlayers, a = 0;
 
@@ -381,7 +424,7 @@ static bool split_fits(const struct costmodel *cm, const struct stage_rates *sr,
 
 		if (a > limit)
 			return false;
-		e = stage_reach(cm, &sr[s], a, limit, T);
+		e = stage_reach(cm, &sr[s], a, limit, lim);
 		if (e < min_end)
 			return false;
 		if (last)
@@ -389,6 +432,102 @@ static bool split_fits(const struct costmodel *cm, const struct stage_rates *sr,
 		a = e + 1;
 	}
 	return true;
+}
+
+/*
+ * The split of least stage time under sync limit @S: bisection on the
+ * stage time between @lo and @hi with the greedy test, to 0.01 % of the
+ * stage time (finer changes no split).  False when no split fits.
+ */
+static bool split_min_time(const struct costmodel *cm,
+			   const struct stage_rates *sr, int d, double lo,
+			   double hi, double S, int *last)
+{
+	struct split_limits lim = { .T = hi, .S = S };
+
+	if (!split_fits(cm, sr, d, &lim, NULL))
+		return false;
+	for (int it = 0; it < 60 && hi - lo > 1e-4 * hi; it++) {
+		lim.T = 0.5 * (lo + hi);
+		if (split_fits(cm, sr, d, &lim, NULL))
+			hi = lim.T;
+		else
+			lo = lim.T;
+	}
+	lim.T = hi;
+	split_fits(cm, sr, d, &lim, last);
+	return true;
+}
+
+/* A split's 1F1B iteration as the pricing sees it, the batch split evenly. */
+struct split_cost {
+	double slowest;			/* stage time per micro-batch */
+	double slowest_sync;		/* stage gradient all-reduce */
+	double iter;			/* the slowest stage once per micro-batch
+					   but one, every stage once, the sync */
+};
+
+static struct split_cost split_estimate(const struct costmodel *cm,
+					const struct stage_rates *sr, int d,
+					const int *last, int micro_batches)
+{
+	double tmax = 0, tsum = 0, ymax = 0;
+
+	for (int s = 0, a = 0; s < d; s++) {
+		double t = sr[s].fixed_s, y = 0;
+
+		for (int l = a; l <= last[s]; l++) {
+			enum costmodel_layer_type type = cm_layer_type(cm, l);
+
+			t += sr[s].time[type];
+			y += sr[s].sync[type];
+		}
+		tmax = fmax(tmax, t);
+		tsum += t;
+		ymax = fmax(ymax, y);
+		a = last[s] + 1;
+	}
+	return (struct split_cost){
+		.slowest = tmax,
+		.slowest_sync = ymax,
+		.iter = (micro_batches - 1) * tmax + tsum + ymax,
+	};
+}
+
+#define SYNC_SHARE	0.01	/* sync this share of the iteration matters */
+#define SYNC_STEP	0.9	/* each tighter sync limit, of the slowest sync */
+#define SYNC_STEPS	8
+
+/*
+ * Beyond the min-max split: a stage's gradient all-reduce grows with its
+ * layers, not its speed, so the split that balances compute piles the
+ * sync onto the fast stages.  Where the sync is a real share of the
+ * iteration, split again under tighter limits on each stage's sync and
+ * keep whichever split the estimate finds fastest; @last holds the
+ * min-max split on entry, @hi a stage time every split fits under.
+ */
+static void split_balance_sync(const struct costmodel *cm,
+			       const struct stage_rates *sr, int d, double hi,
+			       const struct split_ctx *ctx, int *last)
+{
+	struct split_cost first = split_estimate(cm, sr, d, last, ctx->micro_batches);
+	double best = first.iter;
+	int trial[COSTMODEL_MAX_DEPTH];
+
+	if (first.slowest_sync <= SYNC_SHARE * first.iter)
+		return;
+	for (int k = 1; k <= SYNC_STEPS; k++) {
+		double S = first.slowest_sync * pow(SYNC_STEP, k), iter;
+
+		/* no split is faster than the min-max one: bisect from there */
+		if (!split_min_time(cm, sr, d, first.slowest, hi, S, trial))
+			break;	/* tighter limits fit no better */
+		iter = split_estimate(cm, sr, d, trial, ctx->micro_batches).iter;
+		if (iter < best) {
+			best = iter;
+			memcpy(last, trial, d * sizeof(*last));
+		}
+	}
 }
 
 static void split_uniform(const struct costmodel *cm, int d, int *last)
@@ -428,6 +567,7 @@ static int uniform_fits(const struct costmodel *cm, const struct stage_rates *sr
 static int template_fill(const struct costmodel *cm,
 			 const struct costmodel_cluster *cl,
 			 struct costmodel_template *t, int mbs,
+			 const struct split_ctx *ctx,
 			 const struct costmodel_fill_opts *opts)
 {
 	struct cm_stage_links lk[COSTMODEL_MAX_DEPTH];
@@ -436,7 +576,8 @@ static int template_fill(const struct costmodel *cm,
 	int ntiles[COSTMODEL_MAX_DEPTH] = { 0 };
 	int d = t->nstages, last[COSTMODEL_MAX_DEPTH];
 	bool moe = cm->model.experts > 0;
-	double lo = 0, hi = 0;
+	/* 1F1B runs the slowest stage once per micro-batch but one, the sync once */
+	double sync_weight = 1.0 / (ctx->micro_batches > 2 ? ctx->micro_batches - 1 : 1);
 
 	if (d > cm->model.blocks)
 		return ar_seterr(-AR_EINFEASIBLE, "%d stages for %d blocks",
@@ -445,8 +586,8 @@ static int template_fill(const struct costmodel *cm,
 	for (int s = 0; s < d; s++) {
 		struct costmodel_stage *st = &t->stages[s];
 		int inflight = d - s;
-		double fastest = DBL_MAX, leanest = DBL_MAX;
-		int fi = -1, li = -1;
+		double cheapest = DBL_MAX, leanest = DBL_MAX;
+		int ci = -1, li = -1;
 
 		memset(&sr[s], 0, sizeof(sr[s]));
 		sr[s].cap = cm->gpus[st->gpu].memory_gib * GIB - cm->overhead_bytes;
@@ -470,29 +611,37 @@ static int template_fill(const struct costmodel *cm,
 				return -AR_ENOPROFILE;
 			sr[s].time[type] = c.time_s;
 			sr[s].mem[type] = c.state_bytes + inflight * c.act_bytes;
+			sr[s].sync[type] = layer_sync_s(&lk[s], ctx, c.grad_bytes,
+							ctx->pipelines);
 		}
 		if (!moe)
 			continue;
 		ntiles[s] = stage_tilings(cm, st->gpu, st->tp,
 					  st->tp * t->replicas, mbs, inflight,
-					  &lk[s], opts->no_expert_tiling,
+					  &lk[s], ctx, opts->no_expert_tiling,
 					  tiles[s]);
 		if (!ntiles[s])
 			return -AR_ENOPROFILE;
 		for (int i = 0; i < ntiles[s]; i++) {
-			if (tiles[s][i].time < fastest) {
-				fastest = tiles[s][i].time;
-				fi = i;
+			double cost = tiles[s][i].time + sync_weight * tiles[s][i].sync;
+
+			if (cost < cheapest) {
+				cheapest = cost;
+				ci = i;
 			}
 			if (tiles[s][i].mem < leanest) {
 				leanest = tiles[s][i].mem;
 				li = i;
 			}
 		}
-		/* Split with the fastest tiling's time and the leanest's
-		 * memory; the tiling is chosen once the split is known. */
-		sr[s].time[COSTMODEL_LAYER_ATTN] = tiles[s][fi].time;
+		/*
+		 * Split with the time and sync of the tiling cheapest over an
+		 * iteration and the leanest's memory; the tiling is chosen
+		 * once the split is known.
+		 */
+		sr[s].time[COSTMODEL_LAYER_ATTN] = tiles[s][ci].time;
 		sr[s].mem[COSTMODEL_LAYER_ATTN] = tiles[s][li].mem;
+		sr[s].sync[COSTMODEL_LAYER_ATTN] = tiles[s][ci].sync;
 	}
 
 	if (opts->uniform_layers) {
@@ -500,6 +649,8 @@ static int template_fill(const struct costmodel *cm,
 		if (!uniform_fits(cm, sr, d, last))
 			return ar_seterr(-AR_EINFEASIBLE, "an even layer split does not fit in memory");
 	} else {
+		double hi = 0;
+
 		for (int s = 0; s < d; s++) {
 			double most = 0;
 
@@ -507,19 +658,10 @@ static int template_fill(const struct costmodel *cm,
 				most = fmax(most, sr[s].time[type]);
 			hi = fmax(hi, sr[s].fixed_s + most * cm->nlayers);
 		}
-		if (!split_fits(cm, sr, d, hi, NULL))
+		if (!split_min_time(cm, sr, d, 0, hi, DBL_MAX, last))
 			return ar_seterr(-AR_EINFEASIBLE, "the layers do not fit the memory of %d stages",
 					 d);
-		/* To 0.01 % of the stage time: finer changes no split. */
-		for (int it = 0; it < 60 && hi - lo > 1e-4 * hi; it++) {
-			double mid = 0.5 * (lo + hi);
-
-			if (split_fits(cm, sr, d, mid, NULL))
-				hi = mid;
-			else
-				lo = mid;
-		}
-		split_fits(cm, sr, d, hi, last);
+		split_balance_sync(cm, sr, d, hi, ctx, last);
 	}
 
 	for (int s = 0, a = 0; s < d; s++) {
@@ -530,7 +672,7 @@ static int template_fill(const struct costmodel *cm,
 		a = last[s] + 1;
 		if (!moe)
 			continue;
-		/* The fastest tiling that fits this stage's layers. */
+		/* The tiling cheapest over an iteration that fits the stage. */
 		double fixed_mem = 0, best = DBL_MAX;
 		int nmoe = 0, bi = -1;
 
@@ -545,8 +687,10 @@ static int template_fill(const struct costmodel *cm,
 		for (int i = 0; i < ntiles[s]; i++) {
 			if (fixed_mem + nmoe * tiles[s][i].mem > sr[s].cap)
 				continue;
-			if (tiles[s][i].time < best) {
-				best = tiles[s][i].time;
+			double cost = tiles[s][i].time + sync_weight * tiles[s][i].sync;
+
+			if (cost < best) {
+				best = cost;
 				bi = i;
 			}
 		}
@@ -565,11 +709,16 @@ static int plan_fill_at(const struct costmodel *cm,
 			struct costmodel_plan *plan, int mbs,
 			const struct costmodel_fill_opts *opts)
 {
+	struct split_ctx ctx = { .across_templates = plan->ntemplates > 1 };
 	int rc;
 
+	for (int j = 0; j < plan->ntemplates; j++)
+		ctx.pipelines += plan->templates[j].replicas;
+	ctx.micro_batches = (plan->global_batch + mbs * ctx.pipelines - 1) /
+			    (mbs * ctx.pipelines);
 	plan->micro_batch = mbs;
 	for (int j = 0; j < plan->ntemplates; j++) {
-		rc = template_fill(cm, cl, &plan->templates[j], mbs, opts);
+		rc = template_fill(cm, cl, &plan->templates[j], mbs, &ctx, opts);
 		if (rc < 0)
 			return rc;
 		plan->templates[j].micro_batches = 0;

@@ -204,6 +204,62 @@ static void fill_packs_and_balances(void **state)
 	costmodel_destroy(cm);
 }
 
+/*
+ * The split weighs each stage's gradient all-reduce.  On a 1 Gb/s network
+ * the all-reduce of a block costs more than its compute over a whole
+ * iteration, so the split that balances compute (three quarters of the
+ * blocks on the fast GPU) is far from the best; the fill's split must be
+ * within 1 % of the best of every contiguous split, each priced.
+ */
+static void fill_split_weighs_sync(void **state)
+{
+	struct costmodel *cm = fixture_load(dir, "toy");
+	struct costmodel_cluster *cl = fixture_cluster(cm,
+		"{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"count\":2},"
+		"{\"gpu\":\"slow\",\"gpus_per_node\":4,\"count\":2}],"
+		"\"inter_node_gbps\":1}");
+	int fast = costmodel_gpu_find(cm, "fast"), slow = costmodel_gpu_find(cm, "slow");
+	struct costmodel_shape mixed = { .depth = 2, .gpu = { slow, fast }, .tp = { 1, 1 } };
+	struct costmodel_plan *plan = costmodel_plan_create(cm), *trial;
+	struct costmodel_pool pool;
+	double best = 0, compute_balanced = 0;
+	int L = costmodel_num_layers(cm);
+
+	assert_int_equal(costmodel_pool_init(&pool, cl), 0);
+	assert_int_equal(costmodel_fill_add(cm, cl, &pool, plan, &mixed, NULL), 0);
+	assert_int_equal(plan->templates[0].replicas, 8);
+	trial = costmodel_plan_clone(plan);
+	assert_non_null(trial);
+	/* stage 0 holds layers 0..b, stage 1 the rest */
+	for (int b = 1; b <= L - 3; b++) {
+		struct costmodel_template *t;
+
+		assert_int_equal(costmodel_plan_copy(trial, plan), 0);
+		t = &trial->templates[0];
+		t->stages[0].last_layer = b;
+		t->stages[1].first_layer = b + 1;
+		t->micro_batches = 0;
+		if (costmodel_plan_price(cm, cl, trial) < 0)
+			continue;
+		if (trial->predicted.samples_per_s > best)
+			best = trial->predicted.samples_per_s;
+		if (b == 2)	/* 2 of 8 blocks on the 3x slower GPU */
+			compute_balanced = trial->predicted.samples_per_s;
+	}
+	assert_true(compute_balanced > 0);
+	if (compute_balanced > 0.95 * best)
+		fail_msg("the sync does not matter here: compute-balanced %.3f, best %.3f",
+			 compute_balanced, best);
+	if (plan->predicted.samples_per_s < 0.99 * best)
+		fail_msg("filled split %.3f samples/s, best contiguous split %.3f",
+			 plan->predicted.samples_per_s, best);
+	costmodel_plan_free(trial);
+	costmodel_pool_fini(&pool);
+	costmodel_plan_free(plan);
+	costmodel_cluster_free(cl);
+	costmodel_destroy(cm);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -211,6 +267,7 @@ int main(void)
 		cmocka_unit_test(speed_proportional_batch),
 		cmocka_unit_test(moe_expert_layout),
 		cmocka_unit_test(fill_packs_and_balances),
+		cmocka_unit_test(fill_split_weighs_sync),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
