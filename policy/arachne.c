@@ -262,6 +262,118 @@ static int uniform_depth(const struct policy_env *env, int slot, int k)
 	return 0;
 }
 
+/* Push @cur with template @t replaced by @sh, unless it is @cur again. */
+static int push_template(struct improve_ctx *c, const struct cand *cur, int t,
+			 const struct costmodel_shape *sh)
+{
+	const struct costmodel_shape *old = &cur->t[t];
+	struct cand *x;
+
+	if (sh->depth < 1 || sh->depth > POLICY_DMAX)
+		return 0;
+	if (sh->depth == old->depth &&
+	    memcmp(sh->gpu, old->gpu, sh->depth * sizeof(int)) == 0 &&
+	    memcmp(sh->tp, old->tp, sh->depth * sizeof(int)) == 0)
+		return 0;
+	if (!(x = nb_push(c, cur)))
+		return -ENOSPC;
+	x->t[t] = *sh;
+	return 0;
+}
+
+/*
+ * Moves on the stages of one GPU type in template @t taken together:
+ * the shapes search planners reach (a run of stages per type, at one TP
+ * degree) are often several single-stage moves away, and the plans in
+ * between are slower, so a climb of single moves stops short of them.
+ *   - the type's GPUs per replica re-cut at another TP degree, where its
+ *     first stage was (two H100 stages at TP 2 become four at TP 1);
+ *   - the type's stages moved, in their order, to the front or the end;
+ *   - a stage traded: one more stage of this type, one fewer of another.
+ */
+static int type_run_moves(struct improve_ctx *c, const struct cand *cur, int t)
+{
+	const struct policy_env *env = c->env;
+	const struct costmodel_shape *sh = &cur->t[t];
+	struct costmodel_shape y;
+
+	for (int q = 0; q < env->nslots; q++) {
+		int g = env->slot_type[q], first = -1, last = -1, gpus = 0, n = 0;
+
+		for (int s = 0; s < sh->depth; s++)
+			if (sh->gpu[s] == g) {
+				if (first < 0)
+					first = s;
+				last = s;
+				gpus += sh->tp[s];
+				n++;
+			}
+		if (n == 0)
+			continue;
+
+		for (int k = 0; k < POLICY_NUM_TP; k++) {
+			int tp = policy_tp_of(k), stages = gpus / tp;
+
+			if (gpus % tp || !tp_usable(env, g, tp) ||
+			    sh->depth - n + stages > POLICY_DMAX)
+				continue;
+			y.depth = 0;
+			for (int s = 0; s < sh->depth; s++) {
+				if (s == first)
+					for (int j = 0; j < stages; j++) {
+						y.gpu[y.depth] = g;
+						y.tp[y.depth++] = tp;
+					}
+				if (sh->gpu[s] != g) {
+					y.gpu[y.depth] = sh->gpu[s];
+					y.tp[y.depth++] = sh->tp[s];
+				}
+			}
+			if (push_template(c, cur, t, &y) < 0)
+				return -ENOSPC;
+		}
+
+		for (int end = 0; end < 2; end++) {
+			y.depth = 0;
+			for (int pass = 0; pass < 2; pass++)
+				for (int s = 0; s < sh->depth; s++)
+					if ((sh->gpu[s] == g) == (pass == end)) {
+						y.gpu[y.depth] = sh->gpu[s];
+						y.tp[y.depth++] = sh->tp[s];
+					}
+			if (push_template(c, cur, t, &y) < 0)
+				return -ENOSPC;
+		}
+
+		/* trade: this type's last stage twice, another type's last once fewer */
+		for (int r = 0; r < env->nslots; r++) {
+			int h = env->slot_type[r], drop = -1;
+
+			if (h == g)
+				continue;
+			for (int s = 0; s < sh->depth; s++)
+				if (sh->gpu[s] == h)
+					drop = s;
+			if (drop < 0)
+				continue;
+			y.depth = 0;
+			for (int s = 0; s < sh->depth; s++) {
+				if (s != drop) {
+					y.gpu[y.depth] = sh->gpu[s];
+					y.tp[y.depth++] = sh->tp[s];
+				}
+				if (s == last) {
+					y.gpu[y.depth] = sh->gpu[s];
+					y.tp[y.depth++] = sh->tp[s];
+				}
+			}
+			if (push_template(c, cur, t, &y) < 0)
+				return -ENOSPC;
+		}
+	}
+	return 0;
+}
+
 static void neighbours(struct improve_ctx *c, const struct cand *cur,
 		       const struct costmodel_pool *left)
 {
@@ -311,6 +423,8 @@ static void neighbours(struct improve_ctx *c, const struct cand *cur,
 			if (changed < 2)
 				c->count--;
 		}
+		if (type_run_moves(c, cur, t) < 0)
+			return;
 
 		for (int s = 0; s < sh->depth; s++) {
 			/* another TP degree */
