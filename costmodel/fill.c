@@ -435,28 +435,25 @@ static bool split_fits(const struct costmodel *cm, const struct stage_rates *sr,
 }
 
 /*
- * The split of least stage time under sync limit @S: bisection on the
- * stage time between @lo and @hi with the greedy test, to 0.01 % of the
- * stage time (finer changes no split).  False when no split fits.
+ * The split of least stage time under sync limit @S, by bisection on the
+ * stage time with the greedy test to 0.01 % of the stage time (finer
+ * changes no split).  Some split fits under @hi; none under *@lo, which
+ * is left at the largest stage time found not to fit.
  */
-static bool split_min_time(const struct costmodel *cm,
-			   const struct stage_rates *sr, int d, double lo,
-			   double hi, double S, int *last)
+static void split_bisect(const struct costmodel *cm, const struct stage_rates *sr,
+			 int d, double S, double *lo, double hi, int *last)
 {
-	struct split_limits lim = { .T = hi, .S = S };
+	struct split_limits lim = { .S = S };
 
-	if (!split_fits(cm, sr, d, &lim, NULL))
-		return false;
-	for (int it = 0; it < 60 && hi - lo > 1e-4 * hi; it++) {
-		lim.T = 0.5 * (lo + hi);
+	for (int it = 0; it < 60 && hi - *lo > 1e-4 * hi; it++) {
+		lim.T = 0.5 * (*lo + hi);
 		if (split_fits(cm, sr, d, &lim, NULL))
 			hi = lim.T;
 		else
-			lo = lim.T;
+			*lo = lim.T;
 	}
 	lim.T = hi;
 	split_fits(cm, sr, d, &lim, last);
-	return true;
 }
 
 /* A split's 1F1B iteration as the pricing sees it, the batch split evenly. */
@@ -512,20 +509,37 @@ static void split_balance_sync(const struct costmodel *cm,
 {
 	struct split_cost first = split_estimate(cm, sr, d, last, ctx->micro_batches);
 	double best = first.iter;
-	int trial[COSTMODEL_MAX_DEPTH];
+	/*
+	 * The least stage time only grows as the sync limit tightens, so
+	 * each search starts where the last one ended: below the min-max
+	 * split's time (rounded down by the bisection's precision) nothing fits.
+	 */
+	double lo = first.slowest * (1 - 1e-4);
+	int trial[COSTMODEL_MAX_DEPTH], worse = 0;
 
 	if (first.slowest_sync <= SYNC_SHARE * first.iter)
 		return;
-	for (int k = 1; k <= SYNC_STEPS; k++) {
-		double S = first.slowest_sync * pow(SYNC_STEP, k), iter;
+	for (int k = 1; k <= SYNC_STEPS && worse < 2; k++) {
+		struct split_limits lim = { .S = first.slowest_sync * pow(SYNC_STEP, k) };
+		double iter;
 
-		/* no split is faster than the min-max one: bisect from there */
-		if (!split_min_time(cm, sr, d, first.slowest, hi, S, trial))
-			break;	/* tighter limits fit no better */
+		/* gallop up from @lo to a stage time that fits, then bisect */
+		for (lim.T = lo * 1.0625; lim.T < hi && !split_fits(cm, sr, d, &lim, NULL);
+		     lim.T *= 1.25)
+			lo = lim.T;
+		if (lim.T >= hi) {
+			lim.T = hi;
+			if (!split_fits(cm, sr, d, &lim, NULL))
+				break;	/* tighter limits fit no better */
+		}
+		split_bisect(cm, sr, d, lim.S, &lo, lim.T, trial);
 		iter = split_estimate(cm, sr, d, trial, ctx->micro_batches).iter;
 		if (iter < best) {
 			best = iter;
 			memcpy(last, trial, d * sizeof(*last));
+			worse = 0;
+		} else {
+			worse++;	/* two steps past the best: the rest are worse */
 		}
 	}
 }
@@ -658,9 +672,13 @@ static int template_fill(const struct costmodel *cm,
 				most = fmax(most, sr[s].time[type]);
 			hi = fmax(hi, sr[s].fixed_s + most * cm->nlayers);
 		}
-		if (!split_min_time(cm, sr, d, 0, hi, DBL_MAX, last))
+		struct split_limits all = { .T = hi, .S = DBL_MAX };
+		double lo = 0;
+
+		if (!split_fits(cm, sr, d, &all, NULL))
 			return ar_seterr(-AR_EINFEASIBLE, "the layers do not fit the memory of %d stages",
 					 d);
+		split_bisect(cm, sr, d, DBL_MAX, &lo, hi, last);
 		split_balance_sync(cm, sr, d, hi, ctx, last);
 	}
 
