@@ -685,61 +685,81 @@ static int improve(const struct policy_env *env, struct cand *cur, int threads,
  * One more start besides the rollouts, the best of two structured
  * families: a single template that gives each GPU type stages in
  * proportion to its GPUs, slowest type first, at one TP degree, for every
- * depth; and one pipeline per type, each of the fewest stages that hold
- * the model.  They are the shapes good search planners reach, and the
+ * depth, with every type or all but one (a type that only slows the
+ * others is best left idle); and one pipeline per type, each of the
+ * fewest stages that hold the model.  They are the shapes good search planners reach, and the
  * local improvement climbs from them where the policy's plans sit on
  * another hill.
  */
+/*
+ * Push, for every depth, the single template that gives each used GPU
+ * type stages in proportion to its GPUs, slowest type first, at TP @tp.
+ */
+static void proportional_shapes(struct improve_ctx *c, const bool *used, int tp)
+{
+	const struct policy_env *env = c->env;
+	int blocks = costmodel_model(env->cm)->blocks, total = 0;
+
+	for (int s = 0; s < env->nslots; s++)
+		if (used[s])
+			total += env->type_gpus[s];
+	for (int d = 1; d <= POLICY_DMAX && d <= blocks && total; d++) {
+		struct costmodel_shape *sh = &c->nb[c->count].t[0];
+		int n[POLICY_SLOTS] = { 0 }, given = 0;
+
+		/* largest remainder, so the stages add up to d */
+		for (int s = 0; s < env->nslots; s++)
+			if (used[s]) {
+				n[s] = d * env->type_gpus[s] / total;
+				given += n[s];
+			}
+		while (given < d) {
+			int arg = -1;
+			double rem = -1.0;
+
+			for (int s = 0; s < env->nslots; s++) {
+				double r;
+
+				if (!used[s])
+					continue;
+				r = (double)d * env->type_gpus[s] / total - n[s];
+				if (r > rem) {
+					rem = r;
+					arg = s;
+				}
+			}
+			n[arg]++;
+			given++;
+		}
+		sh->depth = 0;
+		for (int s = env->nslots - 1; s >= 0; s--)
+			for (int j = 0; j < n[s]; j++) {
+				sh->gpu[sh->depth] = env->slot_type[s];
+				sh->tp[sh->depth++] = tp;
+			}
+		c->nb[c->count++].n = 1;
+	}
+}
+
 static int mixed_start(const struct policy_env *env, int threads,
 		       struct cand *out, long *priced)
 {
 	struct improve_ctx c = { .env = env };
-	int blocks = costmodel_model(env->cm)->blocks, best = -1;
+	int best = -1;
 
-	c.nb = calloc(POLICY_NUM_TP * (POLICY_DMAX + 1), sizeof(*c.nb));
+	c.nb = calloc((size_t)(env->nslots + 1) * POLICY_NUM_TP * (POLICY_DMAX + 1) +
+		      POLICY_NUM_TP, sizeof(*c.nb));
 	if (!c.nb)
 		return -ENOMEM;
-	for (int k = 0; k < POLICY_NUM_TP; k++) {
-		int tp = policy_tp_of(k), total = 0;
+	/* idle: the type left out, -1 for none; of two types, none */
+	for (int idle = -1; idle < (env->nslots > 2 ? env->nslots : 0); idle++) {
+		for (int k = 0; k < POLICY_NUM_TP; k++) {
+			int tp = policy_tp_of(k);
+			bool used[POLICY_SLOTS];
 
-		for (int s = 0; s < env->nslots; s++)
-			if (tp_usable(env, env->slot_type[s], tp))
-				total += env->type_gpus[s];
-		for (int d = 1; d <= POLICY_DMAX && d <= blocks && total; d++) {
-			struct costmodel_shape *sh = &c.nb[c.count].t[0];
-			int n[POLICY_SLOTS] = { 0 }, given = 0;
-
-			/* largest remainder, so the stages add up to d */
 			for (int s = 0; s < env->nslots; s++)
-				if (tp_usable(env, env->slot_type[s], tp)) {
-					n[s] = d * env->type_gpus[s] / total;
-					given += n[s];
-				}
-			while (given < d) {
-				int arg = -1;
-				double rem = -1.0;
-
-				for (int s = 0; s < env->nslots; s++) {
-					double r;
-
-					if (!tp_usable(env, env->slot_type[s], tp))
-						continue;
-					r = (double)d * env->type_gpus[s] / total - n[s];
-					if (r > rem) {
-						rem = r;
-						arg = s;
-					}
-				}
-				n[arg]++;
-				given++;
-			}
-			sh->depth = 0;
-			for (int s = env->nslots - 1; s >= 0; s--)
-				for (int j = 0; j < n[s]; j++) {
-					sh->gpu[sh->depth] = env->slot_type[s];
-					sh->tp[sh->depth++] = tp;
-				}
-			c.nb[c.count++].n = 1;
+				used[s] = s != idle && tp_usable(env, env->slot_type[s], tp);
+			proportional_shapes(&c, used, tp);
 		}
 	}
 	/* and one pipeline per type, each of the fewest stages that hold the model */
