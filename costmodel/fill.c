@@ -334,6 +334,14 @@ struct stage_sum {
 	double t, m, y;			/* time, memory, sync */
 };
 
+/* At most @n whole blocks, and no more than @room of them. */
+static inline long blocks_within(long n, double room)
+{
+	if (!(room < (double)n))
+		return n;
+	return room < 1 ? 0 : (long)room;	/* truncation is floor here */
+}
+
 /*
  * Take blocks of one kind from @first to at most @last into a stage whose
  * totals so far are *@sum, within the limits and the stage's memory;
@@ -348,13 +356,14 @@ static int take_blocks(const struct stage_rates *sr, enum costmodel_layer_type t
 
 	if (n <= 0)
 		return first - 1;
-	/* floor() of the room left, guarding against rounding at the edge. */
+	/* The room left, guarding time and sync against rounding at the edge;
+	 * the hottest loop of planning, hence no libm calls. */
 	if (dt > 0)
-		n = fmin(n, floor((lim->T - sum->t) / dt * (1 + 1e-12)));
+		n = blocks_within(n, (lim->T - sum->t) / dt * (1 + 1e-12));
 	if (dm > 0)
-		n = fmin(n, floor((sr->cap - sum->m) / dm));
+		n = blocks_within(n, (sr->cap - sum->m) / dm);
 	if (dy > 0)
-		n = fmin(n, floor((lim->S - sum->y) / dy * (1 + 1e-12)));
+		n = blocks_within(n, (lim->S - sum->y) / dy * (1 + 1e-12));
 	if (n <= 0)
 		return first - 1;
 	sum->t += n * dt;
