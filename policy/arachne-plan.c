@@ -49,6 +49,8 @@ static void usage(FILE *f)
 "  -o, --output FILE       write the plan JSON to FILE (atomically)\n"
 "  -j, --threads N         planning threads (default: all CPUs)\n"
 "      --seed N            random seed (default 1)\n"
+"      --starts WHICH      arachne: all (default) or rollouts, to climb from\n"
+"                          the policy's own plans alone\n"
 "  -q, --quiet             no progress on stderr\n"
 "  -h, --help              this help\n");
 }
@@ -141,6 +143,7 @@ int main(int argc, char **argv)
 		{ "output", required_argument, NULL, 'o' },
 		{ "threads", required_argument, NULL, 'j' },
 		{ "seed", required_argument, NULL, 'S' },
+		{ "starts", required_argument, NULL, 'T' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
@@ -187,6 +190,15 @@ int main(int argc, char **argv)
 			if (parse_int("--seed", optarg, 0, LONG_MAX, &v) < 0)
 				return EXIT_BADINPUT;
 			req.seed = (unsigned long)v;
+			break;
+		case 'T':
+			if (strcmp(optarg, "rollouts") == 0) {
+				req.rollout_starts_only = true;
+			} else if (strcmp(optarg, "all") != 0) {
+				fprintf(stderr, "%s: --starts: \"%s\" is not all or rollouts\n",
+					prog, optarg);
+				return EXIT_BADINPUT;
+			}
 			break;
 		case 'B': {
 			char *end;

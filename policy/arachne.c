@@ -1008,10 +1008,12 @@ int planner_arachne(const struct policy_request *req,
 		rc = -ENOMEM;
 		goto out;
 	}
-	rc = mixed_start(&env, threads, mixed, &priced);
-	if (rc < 0)
-		goto out;
-	baseline_starts(req, &env, threads, mixed, &raw, &priced);
+	if (!req->rollout_starts_only) {
+		rc = mixed_start(&env, threads, mixed, &priced);
+		if (rc < 0)
+			goto out;
+		baseline_starts(req, &env, threads, mixed, &raw, &priced);
+	}
 	have_mixed = mixed->thr > 0.0;
 	for (int s = 0, used[ROLLOUTS] = { 0 }; s < STARTS && spent < IMPROVE_WORK_TOTAL; s++) {
 		struct cand start = { 0 };

@@ -25,6 +25,12 @@ struct policy_request {
 	int threads;				/* <= 0: all online CPUs */
 	unsigned long seed;
 	bool quiet;				/* no progress on stderr */
+	/*
+	 * "arachne" only: climb from the policy's own plans alone, without
+	 * the structured starts and the search planners' plans, to measure
+	 * what the learned part finds by itself (docs/policy.md).
+	 */
+	bool rollout_starts_only;
 };
 
 /*

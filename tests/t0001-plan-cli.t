@@ -32,6 +32,18 @@ a, e = (json.load(open(f))[\"predicted\"][\"samples_per_s\"] for f in (\"learned
 sys.exit(not a >= 0.98 * e)"
 '
 
+test_expect_success 'the policy alone (--starts rollouts) plans within 5 % of exhaustive here' '
+	"$ARACHNE_PLAN" --model llama3-8b --cluster "$example" --starts rollouts \
+		--format json >rollouts.json &&
+	python3 "$check" rollouts.json "$example" &&
+	python3 -c "import json,sys
+a, e = (json.load(open(f))[\"predicted\"][\"samples_per_s\"] for f in (\"rollouts.json\", \"plan.json\"))
+sys.exit(not a >= 0.95 * e)" &&
+	test_expect_code 2 "$ARACHNE_PLAN" --model llama3-8b --cluster "$example" \
+		--starts some 2>err &&
+	grep "\"some\" is not all or rollouts" err
+'
+
 # Threads race for the bound, so the count of plans priced varies; the
 # plan itself must not.
 test_expect_success 'planning again (and --output) gives the same plan' '
