@@ -6,17 +6,18 @@
  *    (seed, k); the cost model keeps the best plan any of them built.
  * 2. Beyond the paper: a bounded local improvement of that plan's
  *    templates.  Each round prices, in parallel, every neighbour (a
- *    template or one stage with another TP degree or GPU type, a stage
- *    removed, doubled, merged with its twin or split in two, a stage of
- *    any type added first or last, a
+ *    template or one stage with another TP degree or GPU type, a type's
+ *    stages re-cut at another TP degree, moved first or last or traded
+ *    for another type's, a stage removed, doubled, merged with its twin
+ *    or split in two, a stage of any type added first or last, a
  *    template dropped or moved first, a template of the leftover GPUs
  *    added) and moves to the best one while it gains.  A final pass moves
  *    single layers across stage boundaries of the priced plan.
  *
  *    The climb starts from the two best distinct rollout plans and from
- *    the best structured plan: a single template mixing every type in
- *    proportion to its GPUs, one pipeline per type, or the plan of a fast
- *    search planner (AMP; HexiScale up to 256 GPUs).
+ *    the best structured plan: a single template mixing every type (or
+ *    all but one) in proportion to its GPUs, one pipeline per type, or
+ *    the plan of a fast search planner (AMP; HexiScale up to 256 GPUs).
  *
  * Everything is bounded by counts, not by the clock, so the same seed
  * gives the same plan; the time budget only cuts a search that would
@@ -682,16 +683,6 @@ static int improve(const struct policy_env *env, struct cand *cur, int threads,
 }
 
 /*
- * One more start besides the rollouts, the best of two structured
- * families: a single template that gives each GPU type stages in
- * proportion to its GPUs, slowest type first, at one TP degree, for every
- * depth, with every type or all but one (a type that only slows the
- * others is best left idle); and one pipeline per type, each of the
- * fewest stages that hold the model.  They are the shapes good search planners reach, and the
- * local improvement climbs from them where the policy's plans sit on
- * another hill.
- */
-/*
  * Push, for every depth, the single template that gives each used GPU
  * type stages in proportion to its GPUs, slowest type first, at TP @tp.
  */
@@ -741,6 +732,16 @@ static void proportional_shapes(struct improve_ctx *c, const bool *used, int tp)
 	}
 }
 
+/*
+ * One more start besides the rollouts, the best of two structured
+ * families: a single template that gives each GPU type stages in
+ * proportion to its GPUs, slowest type first, at one TP degree, for every
+ * depth, with every type or all but one (a type that only slows the
+ * others is best left idle); and one pipeline per type, each of the
+ * fewest stages that hold the model.  They are the shapes good search
+ * planners reach, and the local improvement climbs from them where the
+ * policy's plans sit on another hill.
+ */
 static int mixed_start(const struct policy_env *env, int threads,
 		       struct cand *out, long *priced)
 {
