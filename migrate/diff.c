@@ -270,20 +270,17 @@ enum migrate_link migrate_link_of(const struct migrate *m, int a, int b)
 	return MIGRATE_LINK_NET;
 }
 
-double migrate_link_Bps(const struct migrate *m, int a, int b)
+double migrate_share_Bps(const struct migrate *m, int from, int to)
 {
-	const struct migrate_node *na = &m->topo->nodes[m->ranks[a].node];
-	const struct migrate_node *nb = &m->topo->nodes[m->ranks[b].node];
+	const struct migrate_node *nf = &m->topo->nodes[m->ranks[from].node];
+	const struct migrate_node *nt = &m->topo->nodes[m->ranks[to].node];
+	double a, b;
 
-	switch (migrate_link_of(m, a, b)) {
-	case MIGRATE_LINK_LOCAL:
-		return 0.0;
-	case MIGRATE_LINK_INTRA:
-		return na->intra_GBps * 1e9;
-	default:
-		return (na->nic_GBps < nb->nic_GBps ? na->nic_GBps :
-						      nb->nic_GBps) * 1e9;
-	}
+	if (migrate_link_of(m, from, to) == MIGRATE_LINK_INTRA)
+		return nf->intra_GBps * 1e9;
+	a = nf->nic_GBps * 1e9 / (nf->gpus > 0 ? nf->gpus : 1);
+	b = nt->nic_GBps * 1e9 / (nt->gpus > 0 ? nt->gpus : 1);
+	return a < b ? a : b;
 }
 
 /* Assigns the ranks of both plans and their shard lists. */
@@ -478,11 +475,30 @@ static void holder_index_free(struct holder_index *hi)
 	free(hi->g);
 }
 
-/* Load per link resource so far, in seconds, for balancing senders. */
+/* Seconds per byte on each GPU's links, so that the hot loops do not divide. */
+struct rate {
+	int node;
+	double intra;			/* its intra-node port */
+	double nic;			/* its node's NIC */
+	double share;			/* its share of the NIC */
+};
+
+/*
+ * Load per link resource so far, in seconds, for balancing senders.  A
+ * stage-2 chunk moves at the GPU's share of its node's NIC (schedule.c),
+ * so a GPU's network sends take share_out however idle the NIC is.
+ */
 struct loads {
-	double *intra_out;		/* [nranks] */
-	double *net_out;		/* [nranks] */
+	const struct rate *rate;	/* [nranks] */
+	double *intra_out;		/* [nranks] GPU's intra-node port */
+	double *share_out;		/* [nranks] at its share of the NIC */
 	double *nic_out;		/* [nnodes] */
+	/*
+	 * The busiest receive-side resource.  The plan alone fixes it, so no
+	 * choice of senders finishes sooner: a sender may keep serving one
+	 * receiver while its own load stays within it.
+	 */
+	double floor;
 };
 
 struct tuple_vec {
@@ -517,30 +533,32 @@ static int tuple_push(struct tuple_vec *tv, const struct migrate_tuple *t)
 
 /*
  * The cost of giving @bytes more to sender @h on its link to @to: the
- * busiest resource on the way after the addition.  Lower is better.
+ * busiest of its resources after the addition.  Lower is better.
  */
-static double sender_cost(const struct migrate *m, const struct loads *ld,
-			  int h, int to, uint64_t bytes)
+static double sender_cost(const struct loads *ld, int h, int to,
+			  uint64_t bytes)
 {
-	double bps = migrate_link_Bps(m, h, to);
-	double t = (double)bytes / bps;
+	const struct rate *rh = &ld->rate[h], *rt = &ld->rate[to];
+	double nic, share;
 
-	if (migrate_link_of(m, h, to) == MIGRATE_LINK_INTRA)
-		return ld->intra_out[h] + t;
-	/* The node's GPUs share its NIC; the GPU's own share breaks ties. */
-	return ld->nic_out[m->ranks[h].node] + t + 1e-3 * ld->net_out[h];
+	if (rh->node == rt->node)
+		return ld->intra_out[h] + bytes * rh->intra;
+	nic = ld->nic_out[rh->node] + bytes * rh->nic;
+	share = ld->share_out[h] +
+		bytes * (rh->share > rt->share ? rh->share : rt->share);
+	return nic > share ? nic : share;
 }
 
-static void sender_charge(const struct migrate *m, struct loads *ld, int h,
-			  int to, uint64_t bytes)
+static void sender_charge(struct loads *ld, int h, int to, uint64_t bytes)
 {
-	double t = (double)bytes / migrate_link_Bps(m, h, to);
+	const struct rate *rh = &ld->rate[h], *rt = &ld->rate[to];
 
-	if (migrate_link_of(m, h, to) == MIGRATE_LINK_INTRA) {
-		ld->intra_out[h] += t;
+	if (rh->node == rt->node) {
+		ld->intra_out[h] += bytes * rh->intra;
 	} else {
-		ld->nic_out[m->ranks[h].node] += t;
-		ld->net_out[h] += t;
+		ld->nic_out[rh->node] += bytes * rh->nic;
+		ld->share_out[h] +=
+			bytes * (rh->share > rt->share ? rh->share : rt->share);
 	}
 }
 
@@ -551,10 +569,42 @@ static int u64_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Scratch space of shard_sources(), reused from shard to shard. */
+/*
+ * A piece of a new shard and where it comes from: the first pass of the
+ * diff cuts every new shard at the boundaries of the old ranges and
+ * classes each piece, the second picks the senders.
+ */
+struct need {
+	uint64_t lo, hi;
+	int32_t to;
+	int32_t shard;			/* into m->new_shards[to] */
+	int32_t own;			/* old shard of @to holding it; -1 */
+	int32_t intra;			/* some GPU of @to's node holds it */
+};
+
+struct need_vec {
+	struct need *v;
+	long n, cap;
+};
+
+static int need_push(struct need_vec *nv, const struct need *nd)
+{
+	if (nv->n == nv->cap) {
+		long cap = nv->cap ? 2 * nv->cap : 256;
+		struct need *v = realloc(nv->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		nv->v = v;
+		nv->cap = cap;
+	}
+	nv->v[nv->n++] = *nd;
+	return 0;
+}
+
+/* Scratch space of shard_needs() and the candidates of a piece. */
 struct scratch {
 	uint64_t *cuts;
-	struct group **over;		/* groups overlapping the shard */
 	const struct holder **best;	/* candidates of the best class */
 	int cap, bcap;
 };
@@ -562,7 +612,6 @@ struct scratch {
 static void scratch_free(struct scratch *sc)
 {
 	free(sc->cuts);
-	free(sc->over);
 	free(sc->best);
 }
 
@@ -573,10 +622,8 @@ static int scratch_reserve(struct scratch *sc, int ngroups)
 	if (sc->cap >= cap)
 		return 0;
 	free(sc->cuts);
-	free(sc->over);
 	sc->cuts = malloc(cap * sizeof(*sc->cuts));
-	sc->over = malloc(cap * sizeof(*sc->over));
-	if (!sc->cuts || !sc->over) {
+	if (!sc->cuts) {
 		sc->cap = 0;
 		return -ENOMEM;
 	}
@@ -615,7 +662,7 @@ static int emit(struct migrate *m, struct loads *ld, struct tuple_vec *tv,
 		m->stats.bytes_local += e - a;
 	} else {
 		m->stats.bytes_min += e - a;
-		sender_charge(m, ld, h->rank, to, e - a);
+		sender_charge(ld, h->rank, to, e - a);
 	}
 	return tuple_push(tv, &t);
 }
@@ -651,36 +698,42 @@ static int group_on_node(const struct migrate *m, const struct holder *v,
 	return end - a;
 }
 
+/* The groups of one (layer, tensor) key. */
+static struct group *key_groups(struct holder_index *hx, int layer,
+				int tensor, int *ng)
+{
+	int k = layer * MIGRATE_NUM_TENSORS + tensor;
+
+	*ng = hx->gstart[k + 1] - hx->gstart[k];
+	return &hx->g[hx->gstart[k]];
+}
+
 /*
- * Candidates for piece [@a, @b) of a shard of rank @to: every holder on
- * @to's node if any (the intra-node class), else up to NET_CANDIDATES
- * holders per covering group from its rotating cursor.  Returns how many.
+ * Candidates for piece [@a, @b) of a shard of rank @to among the groups
+ * @gs[0..ng): every holder on @to's node when @intra (the intra-node
+ * class), else up to NET_CANDIDATES holders per covering group from its
+ * rotating cursor.  Returns how many.
  */
 static int piece_candidates(struct migrate *m, struct holder_index *hx,
-			    struct scratch *sc, int nover, int to, uint64_t a,
-			    uint64_t b)
+			    struct scratch *sc, struct group *gs, int ng,
+			    int to, bool intra, uint64_t a, uint64_t b)
 {
 	int node = m->ranks[to].node, n = 0;
 
-	for (int i = 0; i < nover; i++) {
-		const struct group *g = sc->over[i];
-		int first, k;
+	for (int i = 0; i < ng; i++) {
+		struct group *g = &gs[i];
+		int first = g->start, k;
 
 		if (g->lo > a || g->hi < b)
 			continue;
-		k = group_on_node(m, hx->v, g, node, &first);
-		for (int j = 0; j < k; j++)
-			if (best_push(sc, &n, &hx->v[first + j]) < 0)
-				return -ENOMEM;
-	}
-	if (n)
-		return n;
-	for (int i = 0; i < nover; i++) {
-		struct group *g = sc->over[i];
-		int k = g->n < NET_CANDIDATES ? g->n : NET_CANDIDATES;
-
-		if (g->lo > a || g->hi < b)
+		if (intra) {
+			k = group_on_node(m, hx->v, g, node, &first);
+			for (int j = 0; j < k; j++)
+				if (best_push(sc, &n, &hx->v[first + j]) < 0)
+					return -ENOMEM;
 			continue;
+		}
+		k = g->n < NET_CANDIDATES ? g->n : NET_CANDIDATES;
 		for (int j = 0; j < k; j++)
 			if (best_push(sc, &n, &hx->v[g->start +
 				      (g->cursor + j) % g->n]) < 0)
@@ -690,35 +743,38 @@ static int piece_candidates(struct migrate *m, struct holder_index *hx,
 	return n;
 }
 
+/* Per-GPU receive loads of the first pass, for the floor. */
+struct recv_loads {
+	double *intra_in;		/* [nranks] */
+	double *share_in;		/* [nranks] */
+	double *nic_in;			/* [nnodes] */
+};
+
 /*
- * Sources for one new shard @s of rank @to: the GPU's own old bytes where
- * it has them; elsewhere the shard is cut at the boundaries of the old
- * ranges that overlap it and each piece goes to a holder of the fastest
- * link class, the least loaded among those looked at, in BALANCE_GRANULE
- * steps so that big shards spread over the replicas that hold them.
+ * First pass for one new shard @s (index @si) of rank @to: the pieces the
+ * GPU keeps and, cut at every boundary of the old ranges that overlap it,
+ * the pieces others send, each with its link class, and their load on
+ * @to's side.
  */
-static int shard_sources(struct migrate *m, struct holder_index *hx,
-			 struct loads *ld, int to,
-			 const struct migrate_shard *s, struct tuple_vec *tv,
-			 struct scratch *sc)
+static int shard_needs(struct migrate *m, struct holder_index *hx, int to,
+		       int si, const struct rate *rt,
+		       struct need_vec *nv, struct recv_loads *rl,
+		       struct scratch *sc)
 {
-	int k = s->layer * MIGRATE_NUM_TENSORS + s->tensor;
-	struct group *gs = &hx->g[hx->gstart[k]];
-	int ng = hx->gstart[k + 1] - hx->gstart[k];
+	const struct migrate_shard *s = &m->new_shards[to][si];
 	const struct migrate_shard *own;
-	int nover = 0, ncuts = 0, rc;
+	struct group *gs;
+	int ng, ncuts = 0, rc;
 
 	own = migrate_shard_find(m->old_shards[to], m->n_old[to], s->layer,
 				 s->tensor, s->lo, s->hi);
-	if (own) {
-		struct holder h = {
-			.rank = to, .lo = own->lo, .hi = own->hi,
-			.offset = own->offset,
-		};
+	if (own)
+		return need_push(nv, &(struct need){
+			.lo = s->lo, .hi = s->hi, .to = to, .shard = si,
+			.own = (int32_t)(own - m->old_shards[to]),
+		});
 
-		return emit(m, ld, tv, s, to, &h, s->lo, s->hi);
-	}
-
+	gs = key_groups(hx, s->layer, s->tensor, &ng);
 	rc = scratch_reserve(sc, ng);
 	if (rc < 0)
 		return rc;
@@ -727,71 +783,240 @@ static int shard_sources(struct migrate *m, struct holder_index *hx,
 	for (int i = 0; i < ng; i++) {
 		if (gs[i].hi <= s->lo || gs[i].lo >= s->hi)
 			continue;
-		sc->over[nover++] = &gs[i];
 		if (gs[i].lo > s->lo)
 			sc->cuts[ncuts++] = gs[i].lo;
 		if (gs[i].hi < s->hi)
 			sc->cuts[ncuts++] = gs[i].hi;
 	}
 	/* The GPU's own ranges are groups too, so the cuts include them. */
-	qsort(sc->cuts, ncuts, sizeof(*sc->cuts), u64_cmp);
+	if (ncuts > 2)
+		qsort(sc->cuts, ncuts, sizeof(*sc->cuts), u64_cmp);
 
 	for (int c = 0; c + 1 < ncuts; c++) {
 		uint64_t a = sc->cuts[c], b = sc->cuts[c + 1];
-		int nbest;
+		struct need n = {
+			.lo = a, .hi = b, .to = to, .shard = si, .own = -1,
+		};
+		bool held = false;
 
 		if (a == b)
 			continue;
 		own = migrate_shard_find(m->old_shards[to], m->n_old[to],
 					 s->layer, s->tensor, a, b);
 		if (own) {
-			struct holder h = {
-				.rank = to, .lo = own->lo, .hi = own->hi,
-				.offset = own->offset,
-			};
-
-			rc = emit(m, ld, tv, s, to, &h, a, b);
+			n.own = (int32_t)(own - m->old_shards[to]);
+			rc = need_push(nv, &n);
 			if (rc < 0)
 				return rc;
 			continue;
 		}
-		while (a < b) {
-			uint64_t e = b - a > BALANCE_GRANULE ?
-				     a + BALANCE_GRANULE : b;
+		for (int i = 0; i < ng; i++) {
+			int first;
+
+			if (gs[i].lo > a || gs[i].hi < b)
+				continue;
+			held = true;
+			if (group_on_node(m, hx->v, &gs[i], rt->node, &first)) {
+				n.intra = 1;
+				break;
+			}
+		}
+		if (!held)
+			return ar_seterr(-AR_EINFEASIBLE,
+					 "migrate: no GPU of the old plan holds bytes [%llu, %llu) of tensor %d of layer %d",
+					 (unsigned long long)a,
+					 (unsigned long long)b,
+					 s->tensor, s->layer);
+		if (n.intra) {
+			rl->intra_in[to] += (b - a) * rt->intra;
+		} else {
+			rl->nic_in[rt->node] += (b - a) * rt->nic;
+			/* At most its own share: a lower bound on its time. */
+			rl->share_in[to] += (b - a) * rt->share;
+		}
+		rc = need_push(nv, &n);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/*
+ * The old holder @h of piece [@a, @b) of shard @s when it can keep
+ * serving the shard's receiver: in the piece's link class, holding the
+ * bytes, and within the floor after taking them.
+ */
+static bool sender_keeps(const struct migrate *m, const struct loads *ld,
+			 int h, const struct need *n,
+			 const struct migrate_shard *s, uint64_t a, uint64_t b,
+			 struct holder *out)
+{
+	const struct migrate_shard *old;
+
+	if (h < 0 ||
+	    (m->ranks[h].node == m->ranks[n->to].node) != (bool)n->intra)
+		return false;
+	old = migrate_shard_find(m->old_shards[h], m->n_old[h], s->layer,
+				 s->tensor, a, b);
+	if (!old ||
+	    sender_cost(ld, h, n->to, b - a) > ld->floor * (1 + 1e-9))
+		return false;
+	*out = (struct holder){
+		.rank = h, .lo = old->lo, .hi = old->hi, .offset = old->offset,
+	};
+	return true;
+}
+
+/*
+ * Second pass: the sender of every piece that its GPU does not keep.  A
+ * receiver keeps the sender of its previous piece of the same link class
+ * while that sender holds the bytes and stays within the floor (see
+ * struct loads): a receiver then gets its state from few peers, which
+ * the rounds of stage 2 pair without gaps, and adjacent pieces merge
+ * into one tuple.  Otherwise the piece goes, in BALANCE_GRANULE steps, to
+ * the least loaded holder of its class, so that state spreads over the
+ * replicas that hold it.
+ */
+static int need_sources(struct migrate *m, struct holder_index *hx,
+			struct loads *ld, const struct need_vec *nv,
+			struct tuple_vec *tv, struct scratch *sc)
+{
+	int to = -1, keep[2] = { -1, -1 };	/* [intra]: last sender */
+	int rc;
+
+	for (long i = 0; i < nv->n; i++) {
+		const struct need *n = &nv->v[i];
+		const struct migrate_shard *s = &m->new_shards[n->to][n->shard];
+		struct group *gs;
+		int ng;
+
+		if (n->to != to) {
+			to = n->to;
+			keep[0] = keep[1] = -1;
+		}
+		if (n->own >= 0) {
+			const struct migrate_shard *o =
+				&m->old_shards[to][n->own];
+			struct holder h = {
+				.rank = to, .lo = o->lo, .hi = o->hi,
+				.offset = o->offset,
+			};
+
+			rc = emit(m, ld, tv, s, to, &h, n->lo, n->hi);
+			if (rc < 0)
+				return rc;
+			continue;
+		}
+		gs = key_groups(hx, s->layer, s->tensor, &ng);
+		for (uint64_t a = n->lo, e; a < n->hi; a = e) {
+			struct holder kept;
 			const struct holder *pick;
 			double pick_cost;
+			int nbest;
 
-			nbest = piece_candidates(m, hx, sc, nover, to, a, e);
+			e = n->hi - a > BALANCE_GRANULE ? a + BALANCE_GRANULE :
+							  n->hi;
+			if (sender_keeps(m, ld, keep[n->intra], n, s, a, e,
+					 &kept)) {
+				rc = emit(m, ld, tv, s, to, &kept, a, e);
+				if (rc < 0)
+					return rc;
+				continue;
+			}
+			nbest = piece_candidates(m, hx, sc, gs, ng, to,
+						 n->intra, a, e);
 			if (nbest < 0)
 				return nbest;
-			if (nbest == 0)
-				return ar_seterr(-AR_EINFEASIBLE,
-						 "migrate: no GPU of the old plan holds bytes [%llu, %llu) of tensor %d of layer %d",
-						 (unsigned long long)a,
-						 (unsigned long long)b,
-						 s->tensor, s->layer);
 			/* One candidate: it takes the whole piece at once. */
 			if (nbest == 1)
-				e = b;
+				e = n->hi;
 			pick = sc->best[0];
-			pick_cost = sender_cost(m, ld, pick->rank, to, e - a);
-			for (int i = 1; i < nbest; i++) {
-				double cost = sender_cost(m, ld,
-							  sc->best[i]->rank,
+			pick_cost = sender_cost(ld, pick->rank, to, e - a);
+			for (int j = 1; j < nbest; j++) {
+				double cost = sender_cost(ld, sc->best[j]->rank,
 							  to, e - a);
 
 				if (cost < pick_cost) {
-					pick = sc->best[i];
+					pick = sc->best[j];
 					pick_cost = cost;
 				}
 			}
+			keep[n->intra] = pick->rank;
 			rc = emit(m, ld, tv, s, to, pick, a, e);
 			if (rc < 0)
 				return rc;
-			a = e;
 		}
 	}
 	return 0;
+}
+
+static double max_of(const double *v, int n, double at_least)
+{
+	for (int i = 0; i < n; i++)
+		if (v[i] > at_least)
+			at_least = v[i];
+	return at_least;
+}
+
+/*
+ * The sources of every byte of the new state: both passes, with the
+ * floor between them.
+ */
+static int diff_sources(struct migrate *m, struct holder_index *hx,
+			struct tuple_vec *tv)
+{
+	struct need_vec nv = { 0 };
+	struct recv_loads rl = { 0 };
+	struct loads ld = { 0 };
+	struct scratch sc = { 0 };
+	struct rate *rate;
+	int nnodes = m->topo->nnodes, rc = -ENOMEM;
+
+	ld.rate = rate = calloc((size_t)m->nranks + 1, sizeof(*rate));
+	rl.intra_in = calloc((size_t)m->nranks + 1, sizeof(double));
+	rl.share_in = calloc((size_t)m->nranks + 1, sizeof(double));
+	rl.nic_in = calloc(nnodes, sizeof(double));
+	ld.intra_out = calloc((size_t)m->nranks + 1, sizeof(double));
+	ld.share_out = calloc((size_t)m->nranks + 1, sizeof(double));
+	ld.nic_out = calloc(nnodes, sizeof(double));
+	if (!rate || !rl.intra_in || !rl.share_in || !rl.nic_in ||
+	    !ld.intra_out || !ld.share_out || !ld.nic_out)
+		goto out;
+	for (int r = 0; r < m->nranks; r++) {
+		const struct migrate_node *nd =
+			&m->topo->nodes[m->ranks[r].node];
+
+		rate[r] = (struct rate){
+			.node = m->ranks[r].node,
+			.intra = 1.0 / (nd->intra_GBps * 1e9),
+			.nic = 1.0 / (nd->nic_GBps * 1e9),
+			.share = (nd->gpus > 0 ? nd->gpus : 1) /
+				 (nd->nic_GBps * 1e9),
+		};
+	}
+	for (int r = 0; r < m->nranks; r++) {
+		for (int i = 0; i < m->n_new[r]; i++) {
+			rc = shard_needs(m, hx, r, i, &rate[r], &nv, &rl, &sc);
+			if (rc < 0)
+				goto out;
+		}
+	}
+	ld.floor = max_of(rl.intra_in, m->nranks, 0.0);
+	ld.floor = max_of(rl.share_in, m->nranks, ld.floor);
+	ld.floor = max_of(rl.nic_in, nnodes, ld.floor);
+
+	rc = need_sources(m, hx, &ld, &nv, tv, &sc);
+out:
+	free(nv.v);
+	free(rate);
+	free(rl.intra_in);
+	free(rl.share_in);
+	free(rl.nic_in);
+	free(ld.intra_out);
+	free(ld.share_out);
+	free(ld.nic_out);
+	scratch_free(&sc);
+	return rc;
 }
 
 static bool plan_is_empty(const struct costmodel_plan *p)
@@ -814,9 +1039,7 @@ int migrate_diff(const struct migrate_layout *layout,
 	struct role *old_roles = NULL, *new_roles = NULL;
 	int nold = 0, nnew = 0, rc;
 	struct holder_index hx = { 0 };
-	struct loads ld = { 0 };
 	struct tuple_vec tv = { 0 };
-	struct scratch sc = { 0 };
 	struct migrate *m;
 	double t0 = ar_now();
 
@@ -852,33 +1075,16 @@ int migrate_diff(const struct migrate_layout *layout,
 	rc = holder_index_build(m, &hx);
 	if (rc < 0)
 		goto out;
-	ld.intra_out = calloc((size_t)m->nranks + 1, sizeof(double));
-	ld.net_out = calloc((size_t)m->nranks + 1, sizeof(double));
-	ld.nic_out = calloc(topo->nnodes, sizeof(double));
-	if (!ld.intra_out || !ld.net_out || !ld.nic_out) {
-		rc = -ENOMEM;
+	rc = diff_sources(m, &hx, &tv);
+	if (rc < 0)
 		goto out;
-	}
-
-	for (int r = 0; r < m->nranks; r++) {
-		for (int i = 0; i < m->n_new[r]; i++) {
-			rc = shard_sources(m, &hx, &ld, r, &m->new_shards[r][i],
-					   &tv, &sc);
-			if (rc < 0)
-				goto out;
-		}
-	}
 	m->tuples = tv.v;
 	m->ntuples = tv.n;
 	tv.v = NULL;
 	rc = migrate_schedule(m, opts);
 
 out:
-	scratch_free(&sc);
 	free(tv.v);
-	free(ld.intra_out);
-	free(ld.net_out);
-	free(ld.nic_out);
 	holder_index_free(&hx);
 	free(old_roles);
 	free(new_roles);

@@ -191,23 +191,6 @@ struct piece {
 };
 
 /*
- * Per-GPU share of a link for chunk sizing: a node's NIC serves all its
- * GPUs, so a network chunk is sized for its share of the slower NIC.
- */
-static double chunk_Bps(const struct migrate *m, int from, int to)
-{
-	const struct migrate_node *nf = &m->topo->nodes[m->ranks[from].node];
-	const struct migrate_node *nt = &m->topo->nodes[m->ranks[to].node];
-	double a, b;
-
-	if (migrate_link_of(m, from, to) == MIGRATE_LINK_INTRA)
-		return nf->intra_GBps * 1e9;
-	a = nf->nic_GBps * 1e9 / (nf->gpus > 0 ? nf->gpus : 1);
-	b = nt->nic_GBps * 1e9 / (nt->gpus > 0 ? nt->gpus : 1);
-	return a < b ? a : b;
-}
-
-/*
  * Greedy rounds, busiest first: each round serves the receivers in order
  * of their remaining load, and each takes, among its chunks whose sender
  * is still free this round, the one whose sender has the most left (list
@@ -384,7 +367,7 @@ static int make_chunks(struct migrate *m, double round_s, uint64_t min_chunk,
 			i = j;
 			continue;
 		}
-		bps = chunk_Bps(m, from, to);
+		bps = migrate_share_Bps(m, from, to);
 		size = (uint64_t)(round_s * bps);
 		if (size < min_chunk)
 			size = min_chunk;

@@ -236,6 +236,58 @@ static void test_ep_layout_change(void **state)
 	scenario_fini(&sc);
 }
 
+/*
+ * EP 4 x EDP 2 -> EP 4 x ETP 2 on 4 nodes of 2 GPUs: the 4 GPUs of nodes
+ * 1 and 2 need experts only 2 GPUs each hold (on nodes 0 and 2, and on 1
+ * and 3).  Each of them takes all its experts from one of those, and the
+ * two of each pair serve one receiver each: the loads stay even, and
+ * stage 2 pairs the same peers round after round, at its lower bound.
+ */
+static void test_ep_relayout_senders(void **state)
+{
+	struct scenario sc;
+	struct migrate *m = diff_of("ep-relayout", &sc);
+	int peer_of[8], served[8] = { 0 }, nrecv = 0;
+
+	assert_int_equal(m->nranks, 8);
+	for (int r = 0; r < 8; r++)
+		peer_of[r] = -1;
+	for (long i = 0; i < m->ntuples; i++) {
+		const struct migrate_tuple *t = &m->tuples[i];
+
+		if (m->ranks[t->from].node == m->ranks[t->to].node)
+			continue;
+		/* Only nodes 1 and 2 lack their experts. */
+		assert_true(m->ranks[t->to].node == 1 ||
+			    m->ranks[t->to].node == 2);
+		if (peer_of[t->to] < 0) {
+			peer_of[t->to] = t->from;
+			served[t->from]++;
+			nrecv++;
+		}
+		assert_int_equal(t->from, peer_of[t->to]);
+	}
+	assert_int_equal(nrecv, 4);
+	for (int r = 0; r < 8; r++)
+		assert_true(served[r] <= 1);
+	check_accounting(m);
+	migrate_free(m);
+
+	/* Real sizes and default rounds: the schedule meets its bound. */
+	for (int l = 0; l < sc.layout->nlayers; l++)
+		for (int t = 0; t < MIGRATE_NUM_TENSORS; t++)
+			sc.layout->layers[l].bytes[t] *= 100000;
+	assert_int_equal(migrate_diff(sc.layout, sc.topo, sc.old_plan,
+				      sc.new_plan, NULL, &m), 0);
+	assert_int_equal(migrate_check(m), 0);
+	assert_true(m->stats.nrounds > 1);
+	/* Stage 1 is the copies inside nodes 0 and 3; the network is stage 2. */
+	assert_true(m->stats.stage1_s > 0);
+	assert_true(m->stats.stage2_s <= 1.01 * m->stats.lower_bound_s);
+	migrate_free(m);
+	scenario_fini(&sc);
+}
+
 static void test_rounds_pair_peers(void **state)
 {
 	struct scenario sc;
@@ -409,6 +461,7 @@ int main(void)
 		cmocka_unit_test(test_replica_add_remove),
 		cmocka_unit_test(test_gpu_type_change),
 		cmocka_unit_test(test_ep_layout_change),
+		cmocka_unit_test(test_ep_relayout_senders),
 		cmocka_unit_test(test_rounds_pair_peers),
 		cmocka_unit_test(test_check_catches_gaps_and_overlaps),
 		cmocka_unit_test(test_fresh_start_moves_nothing),
