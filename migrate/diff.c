@@ -24,6 +24,12 @@ struct role {
 	int tp_rank;
 	int replica;
 	int replicas;
+	/*
+	 * Its place in the stage's expert layout: the stage's GPUs are
+	 * numbered replica-major (w = replica * tp + tp_rank); ETP varies
+	 * fastest, then EP, then EDP.
+	 */
+	int ep_rank, etp_rank;
 };
 
 /* A growable array of shards. */
@@ -88,8 +94,8 @@ static int expert_layout(const struct costmodel_stage *st, int replicas,
 /*
  * The shards @r holds: for each of its layers, the TP slice of every dense
  * tensor and, in MoE layers, its EP group's experts, each cut to its ETP
- * slice.  GPUs of a stage are numbered replica-major (w = replica * tp +
- * tp_rank); ETP varies fastest, then EP, then EDP.
+ * slice.  They come in (layer, tensor, lo) order, the order of a rank's
+ * shard list.
  */
 static int role_shards(const struct migrate_layout *layout,
 		       const struct role *r, struct shard_vec *sv)
@@ -131,10 +137,8 @@ static int role_shards(const struct migrate_layout *layout,
 					 "migrate: EP %d does not divide layer %d's %d experts",
 					 ep, l, ly->experts);
 
-		int w = r->replica * st->tp + r->tp_rank;
-		int etp_rank = w % etp;
-		int ep_rank = (w / etp) % ep;
-		int e0 = ly->experts / ep * ep_rank;
+		int etp_rank = r->etp_rank;
+		int e0 = ly->experts / ep * r->ep_rank;
 		int e1 = e0 + ly->experts / ep;
 
 		for (int k = 0; k < MIGRATE_NUM_KINDS; k++) {
@@ -201,7 +205,12 @@ static int plan_roles(const struct migrate_topo *topo,
 							 "migrate: template %d replica %d stage %d is on node %d, outside the cluster",
 							 t, r, s, g->node);
 				}
+				int ep = st->ep > 0 ? st->ep : 1;
+				int etp = st->etp > 0 ? st->etp : 1;
+
 				for (int k = 0; k < st->tp; k++) {
+					int w = r * st->tp + k;
+
 					if (n == cap) {
 						int c = cap ? 2 * cap : 64;
 						struct role *v = realloc(roles,
@@ -222,6 +231,8 @@ static int plan_roles(const struct migrate_topo *topo,
 						.tp_rank = k,
 						.replica = r,
 						.replicas = tm->replicas,
+						.etp_rank = w % etp,
+						.ep_rank = w / etp % ep,
 					};
 				}
 			}
@@ -250,17 +261,6 @@ int migrate_rank_find(const struct migrate *m, int node, int gpu)
 	return r ? (int)(r - m->ranks) : -1;
 }
 
-static int shard_cmp(const void *a, const void *b)
-{
-	const struct migrate_shard *x = a, *y = b;
-
-	if (x->layer != y->layer)
-		return x->layer < y->layer ? -1 : 1;
-	if (x->tensor != y->tensor)
-		return x->tensor < y->tensor ? -1 : 1;
-	return x->lo < y->lo ? -1 : x->lo > y->lo;
-}
-
 enum migrate_link migrate_link_of(const struct migrate *m, int a, int b)
 {
 	if (a == b)
@@ -283,10 +283,40 @@ double migrate_share_Bps(const struct migrate *m, int from, int to)
 	return a < b ? a : b;
 }
 
+/*
+ * Roles whose GPUs hold the same shards (same stage, TP rank and expert
+ * place) side by side, by GPU within a kind.
+ */
+static int role_kind_cmp(const void *a, const void *b)
+{
+	const struct role *x = *(const struct role *const *)a;
+	const struct role *y = *(const struct role *const *)b;
+	uintptr_t sx = (uintptr_t)x->stage, sy = (uintptr_t)y->stage;
+
+	if (sx != sy)
+		return sx < sy ? -1 : 1;
+	if (x->tp_rank != y->tp_rank)
+		return x->tp_rank < y->tp_rank ? -1 : 1;
+	if (x->ep_rank != y->ep_rank)
+		return x->ep_rank < y->ep_rank ? -1 : 1;
+	if (x->etp_rank != y->etp_rank)
+		return x->etp_rank < y->etp_rank ? -1 : 1;
+	if (x->node != y->node)
+		return x->node < y->node ? -1 : 1;
+	return x->gpu < y->gpu ? -1 : x->gpu > y->gpu;
+}
+
+static bool role_same_kind(const struct role *x, const struct role *y)
+{
+	return x->stage == y->stage && x->tp_rank == y->tp_rank &&
+	       x->ep_rank == y->ep_rank && x->etp_rank == y->etp_rank;
+}
+
 /* Assigns the ranks of both plans and their shard lists. */
 static int build_ranks(struct migrate *m, const struct role *old_roles,
 		       int nold, const struct role *new_roles, int nnew)
 {
+	const struct role **order;
 	int n = 0, rc;
 
 	m->ranks = calloc(nold + nnew + 1, sizeof(*m->ranks));
@@ -328,46 +358,72 @@ static int build_ranks(struct migrate *m, const struct role *old_roles,
 	if (!m->old_shards || !m->new_shards || !m->n_old || !m->n_new)
 		return -ENOMEM;
 
+	order = malloc(((size_t)(nold > nnew ? nold : nnew) + 1) *
+		       sizeof(*order));
+	if (!order)
+		return -ENOMEM;
 	for (int pass = 0; pass < 2; pass++) {
 		const struct role *roles = pass ? new_roles : old_roles;
-		int nroles = pass ? nnew : nold;
+		struct migrate_shard **shards = pass ? m->new_shards :
+						       m->old_shards;
+		int *nshards = pass ? m->n_new : m->n_old;
+		int nroles = pass ? nnew : nold, prev = -1;
 
+		/*
+		 * The GPUs of one kind hold the same shards: a 512-GPU MoE
+		 * plan has hundreds of thousands of shards but a few dozen
+		 * kinds, so each kind's list is built once and copied.
+		 */
+		for (int i = 0; i < nroles; i++)
+			order[i] = &roles[i];
+		qsort(order, nroles, sizeof(*order), role_kind_cmp);
 		for (int i = 0; i < nroles; i++) {
-			int r = migrate_rank_find(m, roles[i].node,
-						  roles[i].gpu);
+			int r = migrate_rank_find(m, order[i]->node,
+						  order[i]->gpu);
 			struct migrate_rank *rk = &m->ranks[r];
 			int *pipe = pass ? &rk->new_pipe : &rk->old_pipe;
 			struct shard_vec sv = { 0 };
 
-			if (*pipe >= 0)
-				return ar_seterr(-AR_EINVAL,
-						 "migrate: GPU %d of node %s is used twice in the %s plan",
-						 rk->gpu,
-						 m->topo->nodes[rk->node].name,
-						 pass ? "new" : "old");
-			*pipe = roles[i].pipe;
-			rc = role_shards(m->layout, &roles[i], &sv);
-			if (rc < 0) {
-				free(sv.v);
-				return rc;
+			if (*pipe >= 0) {
+				rc = ar_seterr(-AR_EINVAL,
+					       "migrate: GPU %d of node %s is used twice in the %s plan",
+					       rk->gpu,
+					       m->topo->nodes[rk->node].name,
+					       pass ? "new" : "old");
+				goto out;
 			}
-			qsort(sv.v, sv.n, sizeof(*sv.v), shard_cmp);
-			migrate_shards_place(sv.v, sv.n);
-			if (pass) {
-				m->new_shards[r] = sv.v;
-				m->n_new[r] = sv.n;
+			*pipe = order[i]->pipe;
+			if (prev >= 0 && role_same_kind(order[i - 1], order[i])) {
+				sv.n = nshards[prev];
+				sv.v = malloc((sv.n + 1) * sizeof(*sv.v));
+				if (!sv.v) {
+					rc = -ENOMEM;
+					goto out;
+				}
+				memcpy(sv.v, shards[prev], sv.n * sizeof(*sv.v));
 			} else {
-				m->old_shards[r] = sv.v;
-				m->n_old[r] = sv.n;
+				rc = role_shards(m->layout, order[i], &sv);
+				if (rc < 0) {
+					free(sv.v);
+					goto out;
+				}
+				migrate_shards_place(sv.v, sv.n);
 			}
+			shards[r] = sv.v;
+			nshards[r] = sv.n;
+			prev = r;
 		}
 	}
-	return 0;
+	rc = 0;
+out:
+	free(order);
+	return rc;
 }
 
 /* Old holders of one tensor of one layer. */
 struct holder {
 	int rank;
+	int shard;			/* into m->old_shards[rank] */
 	uint64_t lo, hi;
 	uint64_t offset;		/* in the holder's old buffer */
 };
@@ -381,6 +437,8 @@ struct group {
 	uint64_t lo, hi;
 	int start, n;			/* into holder_index.v */
 	int cursor;
+	/* group_on_node()'s last answer: receivers come node by node */
+	int memo_node, memo_first, memo_n;
 };
 
 struct holder_index {
@@ -435,7 +493,7 @@ static int holder_index_build(const struct migrate *m, struct holder_index *hi)
 			int k = s->layer * MIGRATE_NUM_TENSORS + s->tensor;
 
 			hi->v[hi->start[k] + fill[k]++] = (struct holder){
-				.rank = r, .lo = s->lo, .hi = s->hi,
+				.rank = r, .shard = i, .lo = s->lo, .hi = s->hi,
 				.offset = s->offset,
 			};
 		}
@@ -459,7 +517,7 @@ static int holder_index_build(const struct migrate *m, struct holder_index *hi)
 			}
 			hi->g[ng++] = (struct group){
 				.lo = hi->v[i].lo, .hi = hi->v[i].hi,
-				.start = i, .n = 1,
+				.start = i, .n = 1, .memo_node = -1,
 			};
 		}
 		hi->gstart[k + 1] = ng;
@@ -567,6 +625,34 @@ static int u64_cmp(const void *a, const void *b)
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 
 	return x < y ? -1 : x > y;
+}
+
+/*
+ * The shard of @sh[0..n) (sorted, disjoint) that holds [@lo, @hi) of
+ * (@layer, @tensor), or NULL, for queries in increasing order: *@cur only
+ * moves forward, so a sweep over a rank's shards costs their number.
+ */
+static const struct migrate_shard *
+shard_seek(const struct migrate_shard *sh, int n, int *cur, int layer,
+	   int tensor, uint64_t lo, uint64_t hi)
+{
+	const struct migrate_shard *s;
+
+	for (; *cur < n; (*cur)++) {
+		s = &sh[*cur];
+		if (s->layer > layer ||
+		    (s->layer == layer &&
+		     (s->tensor > tensor ||
+		      (s->tensor == tensor && s->hi > lo))))
+			break;
+	}
+	if (*cur == n)
+		return NULL;
+	s = &sh[*cur];
+	if (s->layer != layer || s->tensor != tensor || s->lo > lo ||
+	    s->hi < hi)
+		return NULL;
+	return s;
 }
 
 /*
@@ -679,10 +765,14 @@ static int emit(struct migrate *m, struct loads *ld, struct tuple_vec *tv,
  * ordered by rank and ranks by node.  Stores its start in *@first.
  */
 static int group_on_node(const struct migrate *m, const struct holder *v,
-			 const struct group *g, int node, int *first)
+			 struct group *g, int node, int *first)
 {
 	int a = g->start, b = g->start + g->n, end;
 
+	if (g->memo_node == node) {
+		*first = g->memo_first;
+		return g->memo_n;
+	}
 	while (a < b) {
 		int mid = (a + b) / 2;
 
@@ -694,7 +784,9 @@ static int group_on_node(const struct migrate *m, const struct holder *v,
 	for (end = a; end < g->start + g->n &&
 	     m->ranks[v[end].rank].node == node; end++)
 		;
-	*first = a;
+	g->memo_node = node;
+	g->memo_first = *first = a;
+	g->memo_n = end - a;
 	return end - a;
 }
 
@@ -757,7 +849,7 @@ struct recv_loads {
  * @to's side.
  */
 static int shard_needs(struct migrate *m, struct holder_index *hx, int to,
-		       int si, const struct rate *rt,
+		       int si, int *own_cur, const struct rate *rt,
 		       struct need_vec *nv, struct recv_loads *rl,
 		       struct scratch *sc)
 {
@@ -766,8 +858,8 @@ static int shard_needs(struct migrate *m, struct holder_index *hx, int to,
 	struct group *gs;
 	int ng, ncuts = 0, rc;
 
-	own = migrate_shard_find(m->old_shards[to], m->n_old[to], s->layer,
-				 s->tensor, s->lo, s->hi);
+	own = shard_seek(m->old_shards[to], m->n_old[to], own_cur, s->layer,
+			 s->tensor, s->lo, s->hi);
 	if (own)
 		return need_push(nv, &(struct need){
 			.lo = s->lo, .hi = s->hi, .to = to, .shard = si,
@@ -801,8 +893,8 @@ static int shard_needs(struct migrate *m, struct holder_index *hx, int to,
 
 		if (a == b)
 			continue;
-		own = migrate_shard_find(m->old_shards[to], m->n_old[to],
-					 s->layer, s->tensor, a, b);
+		own = shard_seek(m->old_shards[to], m->n_old[to], own_cur,
+				 s->layer, s->tensor, a, b);
 		if (own) {
 			n.own = (int32_t)(own - m->old_shards[to]);
 			rc = need_push(nv, &n);
@@ -844,10 +936,11 @@ static int shard_needs(struct migrate *m, struct holder_index *hx, int to,
 /*
  * The old holder @h of piece [@a, @b) of shard @s when it can keep
  * serving the shard's receiver: in the piece's link class, holding the
- * bytes, and within the floor after taking them.
+ * bytes, and within the floor after taking them.  *@cur is @h's place
+ * in its shard list, for shard_seek().
  */
 static bool sender_keeps(const struct migrate *m, const struct loads *ld,
-			 int h, const struct need *n,
+			 int h, int *cur, const struct need *n,
 			 const struct migrate_shard *s, uint64_t a, uint64_t b,
 			 struct holder *out)
 {
@@ -856,13 +949,14 @@ static bool sender_keeps(const struct migrate *m, const struct loads *ld,
 	if (h < 0 ||
 	    (m->ranks[h].node == m->ranks[n->to].node) != (bool)n->intra)
 		return false;
-	old = migrate_shard_find(m->old_shards[h], m->n_old[h], s->layer,
-				 s->tensor, a, b);
+	old = shard_seek(m->old_shards[h], m->n_old[h], cur, s->layer,
+			 s->tensor, a, b);
 	if (!old ||
 	    sender_cost(ld, h, n->to, b - a) > ld->floor * (1 + 1e-9))
 		return false;
 	*out = (struct holder){
-		.rank = h, .lo = old->lo, .hi = old->hi, .offset = old->offset,
+		.rank = h, .shard = *cur, .lo = old->lo, .hi = old->hi,
+		.offset = old->offset,
 	};
 	return true;
 }
@@ -882,6 +976,7 @@ static int need_sources(struct migrate *m, struct holder_index *hx,
 			struct tuple_vec *tv, struct scratch *sc)
 {
 	int to = -1, keep[2] = { -1, -1 };	/* [intra]: last sender */
+	int cur[2] = { 0, 0 };			/* its place, shard_seek() */
 	int rc;
 
 	for (long i = 0; i < nv->n; i++) {
@@ -898,8 +993,8 @@ static int need_sources(struct migrate *m, struct holder_index *hx,
 			const struct migrate_shard *o =
 				&m->old_shards[to][n->own];
 			struct holder h = {
-				.rank = to, .lo = o->lo, .hi = o->hi,
-				.offset = o->offset,
+				.rank = to, .shard = n->own, .lo = o->lo,
+				.hi = o->hi, .offset = o->offset,
 			};
 
 			rc = emit(m, ld, tv, s, to, &h, n->lo, n->hi);
@@ -916,8 +1011,8 @@ static int need_sources(struct migrate *m, struct holder_index *hx,
 
 			e = n->hi - a > BALANCE_GRANULE ? a + BALANCE_GRANULE :
 							  n->hi;
-			if (sender_keeps(m, ld, keep[n->intra], n, s, a, e,
-					 &kept)) {
+			if (sender_keeps(m, ld, keep[n->intra], &cur[n->intra],
+					 n, s, a, e, &kept)) {
 				rc = emit(m, ld, tv, s, to, &kept, a, e);
 				if (rc < 0)
 					return rc;
@@ -942,6 +1037,7 @@ static int need_sources(struct migrate *m, struct holder_index *hx,
 				}
 			}
 			keep[n->intra] = pick->rank;
+			cur[n->intra] = pick->shard;
 			rc = emit(m, ld, tv, s, to, pick, a, e);
 			if (rc < 0)
 				return rc;
@@ -958,9 +1054,21 @@ static double max_of(const double *v, int n, double at_least)
 	return at_least;
 }
 
+static int vec_reserve(void **v, long *cap, long n, size_t size)
+{
+	void *nv = realloc(*v, (n + 1) * size);
+
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	*cap = n + 1;
+	return 0;
+}
+
 /*
  * The sources of every byte of the new state: both passes, with the
- * floor between them.
+ * floor between them.  Their loads are the migration's totals, so they
+ * also give the lower bound that sizes the rounds of stage 2.
  */
 static int diff_sources(struct migrate *m, struct holder_index *hx,
 			struct tuple_vec *tv)
@@ -971,6 +1079,7 @@ static int diff_sources(struct migrate *m, struct holder_index *hx,
 	struct scratch sc = { 0 };
 	struct rate *rate;
 	int nnodes = m->topo->nnodes, rc = -ENOMEM;
+	long nshards = 0;
 
 	ld.rate = rate = calloc((size_t)m->nranks + 1, sizeof(*rate));
 	rl.intra_in = calloc((size_t)m->nranks + 1, sizeof(double));
@@ -993,10 +1102,19 @@ static int diff_sources(struct migrate *m, struct holder_index *hx,
 			.share = (nd->gpus > 0 ? nd->gpus : 1) /
 				 (nd->nic_GBps * 1e9),
 		};
+		nshards += m->n_new[r];
 	}
+
+	/* Most shards are one piece: one allocation for all of them. */
+	rc = vec_reserve((void **)&nv.v, &nv.cap, nshards, sizeof(*nv.v));
+	if (rc < 0)
+		goto out;
 	for (int r = 0; r < m->nranks; r++) {
+		int own_cur = 0;
+
 		for (int i = 0; i < m->n_new[r]; i++) {
-			rc = shard_needs(m, hx, r, i, &rate[r], &nv, &rl, &sc);
+			rc = shard_needs(m, hx, r, i, &own_cur, &rate[r], &nv,
+					 &rl, &sc);
 			if (rc < 0)
 				goto out;
 		}
@@ -1005,7 +1123,17 @@ static int diff_sources(struct migrate *m, struct holder_index *hx,
 	ld.floor = max_of(rl.share_in, m->nranks, ld.floor);
 	ld.floor = max_of(rl.nic_in, nnodes, ld.floor);
 
+	rc = vec_reserve((void **)&tv->v, &tv->cap, nv.n, sizeof(*tv->v));
+	if (rc < 0)
+		goto out;
 	rc = need_sources(m, hx, &ld, &nv, tv, &sc);
+	if (rc < 0)
+		goto out;
+	m->stats.lower_bound_s =
+		max_of(ld.intra_out, m->nranks,
+		       max_of(ld.nic_out, nnodes,
+			      max_of(rl.intra_in, m->nranks,
+				     max_of(rl.nic_in, nnodes, 0.0))));
 out:
 	free(nv.v);
 	free(rate);

@@ -40,7 +40,11 @@ double migrate_share_Bps(const struct migrate *m, int from, int to);
 struct migrate_layout *migrate_layout_dup(const struct migrate_layout *l);
 struct migrate_topo *migrate_topo_dup(const struct migrate_topo *t);
 
-/* Builds the rounds of stage 2 and the offsets (schedule.c). */
+/*
+ * Builds the rounds of stage 2 (schedule.c) from the tuples in the order
+ * migrate_diff() emits them, receiver by receiver in shard order, and
+ * sizes them from @m->stats.lower_bound_s, which the diff's loads give.
+ */
 int migrate_schedule(struct migrate *m, const struct migrate_opts *opts);
 
 /* Fills every shard's buffer offset from the shard order (diff.c). */

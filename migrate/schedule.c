@@ -86,19 +86,19 @@ static void step_load_clear(struct step_load *sl, const struct migrate *m)
 	memset(sl->nic_in, 0, m->topo->nnodes * sizeof(double));
 }
 
+/* Adds @bytes from rank @from to rank @to. */
 static void step_load_add(struct step_load *sl, const struct migrate *m,
-			  const struct migrate_tuple *t)
+			  int from, int to, double bytes)
 {
-	double bytes = (double)(t->hi - t->lo);
-	int nf = m->ranks[t->from].node, nt = m->ranks[t->to].node;
+	int nf = m->ranks[from].node, nt = m->ranks[to].node;
 
-	switch (migrate_link_of(m, t->from, t->to)) {
+	switch (migrate_link_of(m, from, to)) {
 	case MIGRATE_LINK_LOCAL:
 		break;
 	case MIGRATE_LINK_INTRA:
-		sl->gpu_out[t->from] +=
+		sl->gpu_out[from] +=
 			bytes / (m->topo->nodes[nf].intra_GBps * 1e9);
-		sl->gpu_in[t->to] +=
+		sl->gpu_in[to] +=
 			bytes / (m->topo->nodes[nt].intra_GBps * 1e9);
 		break;
 	case MIGRATE_LINK_NET:
@@ -140,9 +140,10 @@ void migrate_predict(struct migrate *m)
 	if (step_load_init(&all, m) < 0 || step_load_init(&step, m) < 0)
 		goto out;
 
-	for (long i = 0; i <= m->ntuples; i++) {
+	for (long i = 0, j; i <= m->ntuples; i = j) {
 		const struct migrate_tuple *t = i < m->ntuples ?
 						&m->tuples[i] : NULL;
+		uint64_t bytes = 0;
 
 		if (!t || t->round != round) {
 			double busiest = step_load_max(&step, m);
@@ -157,12 +158,17 @@ void migrate_predict(struct migrate *m)
 				break;
 			round = t->round;
 		}
+		/* A pair's tuples of one step load the same links: add once. */
+		for (j = i; j < m->ntuples && m->tuples[j].round == round &&
+		     m->tuples[j].from == t->from && m->tuples[j].to == t->to;
+		     j++)
+			bytes += m->tuples[j].hi - m->tuples[j].lo;
 		if (t->from == t->to)
 			continue;
-		st->bytes_moved += t->hi - t->lo;
-		st->ntuples++;
-		step_load_add(&step, m, t);
-		step_load_add(&all, m, t);
+		st->bytes_moved += bytes;
+		st->ntuples += j - i;
+		step_load_add(&step, m, t->from, t->to, (double)bytes);
+		step_load_add(&all, m, t->from, t->to, (double)bytes);
 	}
 	st->lower_bound_s = step_load_max(&all, m);
 	st->time_s = st->stage1_s + st->stage2_s;
@@ -181,13 +187,10 @@ struct chunk {
 	int from, to;
 	double time;			/* on its per-GPU link share */
 	int round;
-};
-
-/* A piece of a tuple that travels in chunk @chunk. */
-struct piece {
-	long tuple;
-	uint64_t lo, hi;
-	long chunk;
+	long tuple;			/* its first byte: in this tuple */
+	uint64_t lo;			/* at this byte of the tensor */
+	uint64_t bytes;
+	long npieces;			/* tuples it touches */
 };
 
 /*
@@ -294,15 +297,16 @@ out:
 }
 
 /*
- * Stable counting sort of @m's tuples by @key (the sender, or the round),
- * in O(n): migrate_diff() emits tuples receiver by receiver in shard
- * order, so sorting that by sender gives (from, to, layer, tensor, lo),
- * and sorting the result by round gives the list's order.
+ * Stable counting sort of @m's tuples by sender, in O(n): migrate_diff()
+ * emits tuples receiver by receiver in shard order, so this gives
+ * (from, to, layer, tensor, lo).  The unsorted array is handed back in
+ * *@sparep for place_chunks() to reuse: its pages are already mapped.
  */
-static int tuples_sort_by(struct migrate *m, bool by_round, int nkeys)
+static int tuples_sort_by_sender(struct migrate *m,
+				 struct migrate_tuple **sparep)
 {
 	struct migrate_tuple *out;
-	long *pos = calloc(nkeys + 1, sizeof(long));
+	long *pos = calloc((size_t)m->nranks + 1, sizeof(long));
 
 	out = malloc((m->ntuples + 1) * sizeof(*out));
 	if (!pos || !out) {
@@ -311,13 +315,12 @@ static int tuples_sort_by(struct migrate *m, bool by_round, int nkeys)
 		return -ENOMEM;
 	}
 	for (long i = 0; i < m->ntuples; i++)
-		pos[(by_round ? m->tuples[i].round : m->tuples[i].from) + 1]++;
-	for (int k = 0; k < nkeys; k++)
-		pos[k + 1] += pos[k];
+		pos[m->tuples[i].from + 1]++;
+	for (int r = 0; r < m->nranks; r++)
+		pos[r + 1] += pos[r];
 	for (long i = 0; i < m->ntuples; i++)
-		out[pos[by_round ? m->tuples[i].round :
-			m->tuples[i].from]++] = m->tuples[i];
-	free(m->tuples);
+		out[pos[m->tuples[i].from]++] = m->tuples[i];
+	*sparep = m->tuples;
 	m->tuples = out;
 	free(pos);
 	return 0;
@@ -344,14 +347,13 @@ static int grow(void **v, long *cap, long need, size_t size)
 /*
  * Cuts the stage-2 tuples of each (sender, receiver) pair, in list order,
  * into chunks of @round_s on the pair's link share (at least @min_chunk).
+ * Stores the number of stage-1 tuples in *@nstage1p.
  */
 static int make_chunks(struct migrate *m, double round_s, uint64_t min_chunk,
-		       struct chunk **csp, long *ncp, struct piece **psp,
-		       long *npp)
+		       struct chunk **csp, long *ncp, long *nstage1p)
 {
 	struct chunk *cs = NULL;
-	struct piece *ps = NULL;
-	long nc = 0, ccap = 0, np = 0, pcap = 0;
+	long nc = 0, ccap = 0, nstage1 = 0;
 
 	for (long i = 0; i < m->ntuples;) {
 		const struct migrate_tuple *t = &m->tuples[i];
@@ -364,6 +366,7 @@ static int make_chunks(struct migrate *m, double round_s, uint64_t min_chunk,
 		       m->tuples[j].to == to)
 			j++;
 		if (from == to || same_pipeline(m, from, to)) {
+			nstage1 += j - i;
 			i = j;
 			continue;
 		}
@@ -378,21 +381,19 @@ static int make_chunks(struct migrate *m, double round_s, uint64_t min_chunk,
 
 				if (room == 0) {
 					if (grow((void **)&cs, &ccap, nc + 1,
-						 sizeof(*cs)) < 0)
-						goto nomem;
+						 sizeof(*cs)) < 0) {
+						free(cs);
+						return -ENOMEM;
+					}
 					cs[nc++] = (struct chunk){
 						.from = from, .to = to,
+						.tuple = i, .lo = a,
 					};
 					room = size;
 				}
 				take = t->hi - a < room ? t->hi - a : room;
-				if (grow((void **)&ps, &pcap, np + 1,
-					 sizeof(*ps)) < 0)
-					goto nomem;
-				ps[np++] = (struct piece){
-					.tuple = i, .lo = a, .hi = a + take,
-					.chunk = nc - 1,
-				};
+				cs[nc - 1].bytes += take;
+				cs[nc - 1].npieces++;
 				cs[nc - 1].time += (double)take / bps;
 				room -= take;
 				a += take;
@@ -401,81 +402,104 @@ static int make_chunks(struct migrate *m, double round_s, uint64_t min_chunk,
 	}
 	*csp = cs;
 	*ncp = nc;
-	*psp = ps;
-	*npp = np;
+	*nstage1p = nstage1;
 	return 0;
-nomem:
-	free(cs);
-	free(ps);
-	return -ENOMEM;
+}
+
+/*
+ * The final list, in *@sparep's memory, from the tuples sorted by sender
+ * and their chunks, each with its round: stage 1's tuples as they are,
+ * then every chunk's pieces, each written straight to its place.  Chunks
+ * come by sender and a sender has one chunk per round, so each round's
+ * part stays sorted.
+ */
+static int place_chunks(struct migrate *m, const struct chunk *cs, long nc,
+			long nstage1, int nrounds, struct migrate_tuple **sparep)
+{
+	long *pos = calloc((size_t)nrounds + 2, sizeof(long));
+	struct migrate_tuple *out;
+	long total = nstage1;
+
+	for (long c = 0; c < nc; c++)
+		total += cs[c].npieces;
+	out = pos ? realloc(*sparep, (total + 1) * sizeof(*out)) : NULL;
+	if (!out) {
+		free(pos);
+		return -ENOMEM;
+	}
+	*sparep = NULL;
+	pos[1] = nstage1;
+	for (long c = 0; c < nc; c++)
+		pos[cs[c].round + 1] += cs[c].npieces;
+	for (int r = 1; r <= nrounds; r++)
+		pos[r + 1] += pos[r];
+
+	for (long i = 0; i < m->ntuples; i++) {
+		const struct migrate_tuple *t = &m->tuples[i];
+
+		if (t->from == t->to || same_pipeline(m, t->from, t->to))
+			out[pos[0]++] = *t;
+	}
+	for (long c = 0; c < nc; c++) {
+		uint64_t left = cs[c].bytes;
+
+		for (long i = cs[c].tuple; left > 0; i++) {
+			struct migrate_tuple t = m->tuples[i];
+			uint64_t a = i == cs[c].tuple ? cs[c].lo : t.lo;
+			uint64_t e = t.hi - a < left ? t.hi : a + left;
+
+			t.src_offset += a - t.lo;
+			t.dst_offset += a - t.lo;
+			t.lo = a;
+			t.hi = e;
+			t.round = cs[c].round;
+			left -= e - a;
+			out[pos[t.round]++] = t;
+		}
+	}
+	free(m->tuples);
+	m->tuples = out;
+	m->ntuples = total;
+	free(pos);
+	return 0;
 }
 
 int migrate_schedule(struct migrate *m, const struct migrate_opts *opts)
 {
 	uint64_t min_chunk = opts->min_chunk_bytes ? opts->min_chunk_bytes :
 						     DEFAULT_MIN_CHUNK;
+	struct migrate_tuple *spare = NULL;
 	struct chunk *cs = NULL;
-	struct piece *ps = NULL;
-	struct migrate_tuple *out = NULL;
-	long nc = 0, np = 0, nout = 0;
+	long nc = 0, nstage1 = 0;
 	double round_s = opts->round_s;
 	int nrounds = 0, rc = 0;
 
-	/* Everything in stage 1 first: the lower bound sizes the rounds. */
-	for (long i = 0; i < m->ntuples; i++)
-		m->tuples[i].round = 0;
-	migrate_predict(m);
 	if (round_s <= 0.0) {
 		round_s = m->stats.lower_bound_s / TARGET_ROUNDS;
 		if (round_s < MIN_ROUND_S)
 			round_s = MIN_ROUND_S;
 	}
 	/* Pairs together, in the order both sides will post them. */
-	rc = tuples_sort_by(m, false, m->nranks);
+	rc = tuples_sort_by_sender(m, &spare);
 	if (rc < 0)
 		goto out;
 
-	rc = make_chunks(m, round_s, min_chunk, &cs, &nc, &ps, &np);
+	rc = make_chunks(m, round_s, min_chunk, &cs, &nc, &nstage1);
 	if (rc < 0)
 		goto out;
 	if (nc) {
 		rc = pack_rounds(m, cs, nc, &nrounds);
 		if (rc < 0)
 			goto out;
-		out = malloc((m->ntuples + np + 1) * sizeof(*out));
-		if (!out) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		for (long i = 0; i < m->ntuples; i++) {
-			const struct migrate_tuple *t = &m->tuples[i];
-
-			if (t->from == t->to ||
-			    same_pipeline(m, t->from, t->to))
-				out[nout++] = *t;
-		}
-		for (long i = 0; i < np; i++) {
-			struct migrate_tuple t = m->tuples[ps[i].tuple];
-
-			t.src_offset += ps[i].lo - t.lo;
-			t.dst_offset += ps[i].lo - t.lo;
-			t.lo = ps[i].lo;
-			t.hi = ps[i].hi;
-			t.round = cs[ps[i].chunk].round;
-			out[nout++] = t;
-		}
-		free(m->tuples);
-		m->tuples = out;
-		m->ntuples = nout;
-		rc = tuples_sort_by(m, true, nrounds + 1);
+		rc = place_chunks(m, cs, nc, nstage1, nrounds, &spare);
 		if (rc < 0)
 			goto out;
 	}
 	m->stats.nrounds = nrounds;
 	migrate_predict(m);
 out:
+	free(spare);
 	free(cs);
-	free(ps);
 	return rc;
 }
 
