@@ -278,7 +278,9 @@ struct migrate_transport;		/* opaque */
  * migrate_transport_mpi_create() - host-buffer transport over MPI
  * point-to-point (MPI_Isend/MPI_Irecv).  @mpi_comm points to an MPI_Comm
  * whose rank i is migration rank i (NULL: MPI_COMM_WORLD).  MPI must be
- * initialized.  -AR_ENOTBUILT when built without MPI.
+ * initialized.  Collective: the ranks agree on the message size (1 GiB,
+ * or ARACHNE_MIGRATE_MPI_CHUNK, docs/migrate.md).  -AR_ENOTBUILT when
+ * built without MPI.
  */
 int migrate_transport_mpi_create(const void *mpi_comm,
 				 struct migrate_transport **tpp);
