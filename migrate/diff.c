@@ -564,18 +564,51 @@ struct tuple_vec {
 	long n, cap;
 };
 
+/*
+ * Whether one-block @t, of the same pair and tensor, continues @last: its
+ * bytes follow on in the tensor and both buffers (@last grows), or it is
+ * @last's next block at the same strides (the same slice of the next
+ * expert; two blocks set the strides).
+ */
+static bool tuple_extends(struct migrate_tuple *last,
+			  const struct migrate_tuple *t)
+{
+	uint64_t len = last->hi - last->lo;
+
+	if (last->from != t->from || last->to != t->to ||
+	    last->layer != t->layer || last->tensor != t->tensor)
+		return false;
+	if (last->count == 1 && last->hi == t->lo &&
+	    last->src_offset + len == t->src_offset &&
+	    last->dst_offset + len == t->dst_offset) {
+		last->hi = t->hi;
+		return true;
+	}
+	if (t->hi - t->lo != len)
+		return false;
+	if (last->count == 1) {
+		if (t->lo < last->hi || t->src_offset < last->src_offset + len ||
+		    t->dst_offset < last->dst_offset + len)
+			return false;
+		last->stride = t->lo - last->lo;
+		last->src_stride = t->src_offset - last->src_offset;
+		last->dst_stride = t->dst_offset - last->dst_offset;
+	} else if (t->lo != last->lo + last->count * last->stride ||
+		   t->src_offset != last->src_offset +
+				    last->count * last->src_stride ||
+		   t->dst_offset != last->dst_offset +
+				    last->count * last->dst_stride) {
+		return false;
+	}
+	last->count++;
+	return true;
+}
+
+/* Appends one-block @t, or merges it into the last tuple it continues. */
 static int tuple_push(struct tuple_vec *tv, const struct migrate_tuple *t)
 {
-	struct migrate_tuple *last = tv->n ? &tv->v[tv->n - 1] : NULL;
-
-	if (last && last->from == t->from && last->to == t->to &&
-	    last->layer == t->layer && last->tensor == t->tensor &&
-	    last->hi == t->lo &&
-	    last->src_offset + (last->hi - last->lo) == t->src_offset &&
-	    last->dst_offset + (last->hi - last->lo) == t->dst_offset) {
-		last->hi = t->hi;
+	if (tv->n && tuple_extends(&tv->v[tv->n - 1], t))
 		return 0;
-	}
 	if (tv->n == tv->cap) {
 		long cap = tv->cap ? 2 * tv->cap : 256;
 		struct migrate_tuple *v = realloc(tv->v, cap * sizeof(*v));
@@ -740,6 +773,7 @@ static int emit(struct migrate *m, struct loads *ld, struct tuple_vec *tv,
 		.layer = s->layer, .tensor = s->tensor,
 		.lo = a, .hi = e,
 		.from = h->rank, .to = to,
+		.count = 1,
 		.src_offset = h->offset + (a - h->lo),
 		.dst_offset = s->offset + (a - s->lo),
 	};

@@ -162,7 +162,7 @@ void migrate_predict(struct migrate *m)
 		for (j = i; j < m->ntuples && m->tuples[j].round == round &&
 		     m->tuples[j].from == t->from && m->tuples[j].to == t->to;
 		     j++)
-			bytes += m->tuples[j].hi - m->tuples[j].lo;
+			bytes += migrate_tuple_bytes(&m->tuples[j]);
 		if (t->from == t->to)
 			continue;
 		st->bytes_moved += bytes;
@@ -188,10 +188,64 @@ struct chunk {
 	double time;			/* on its per-GPU link share */
 	int round;
 	long tuple;			/* its first byte: in this tuple */
-	uint64_t lo;			/* at this byte of the tensor */
+	uint64_t at;			/* at this byte of the tuple's blocks */
 	uint64_t bytes;
-	long npieces;			/* tuples it touches */
+	long npieces;			/* tuples it is made of */
 };
+
+/*
+ * Bytes [@a, @b) of block @k of @t and the @nblocks - 1 blocks after it
+ * (whole blocks when there are several), as one tuple in *@o.
+ */
+static void tuple_part(const struct migrate_tuple *t, uint64_t k,
+		       uint64_t a, uint64_t b, uint64_t nblocks,
+		       struct migrate_tuple *o)
+{
+	*o = *t;
+	o->lo = t->lo + k * t->stride + a;
+	o->hi = o->lo + (b - a);
+	o->src_offset += k * t->src_stride + a;
+	o->dst_offset += k * t->dst_stride + a;
+	o->count = (int32_t)nblocks;
+	if (nblocks == 1)
+		o->stride = o->src_stride = o->dst_stride = 0;
+}
+
+/*
+ * Bytes [@x0, @x1) of @t's blocks taken end to end, as at most 3 tuples:
+ * the end of a first block, whole blocks, the start of a last block.
+ * Writes them to @out unless it is NULL; returns how many.
+ */
+static int tuple_slice(const struct migrate_tuple *t, uint64_t x0,
+		       uint64_t x1, struct migrate_tuple *out)
+{
+	uint64_t len = t->hi - t->lo;
+	uint64_t k0 = x0 / len, r0 = x0 % len, k1 = x1 / len, r1 = x1 % len;
+	int n = 0;
+
+	if (k0 == k1) {
+		if (out)
+			tuple_part(t, k0, r0, r1, 1, out);
+		return 1;
+	}
+	if (r0) {
+		if (out)
+			tuple_part(t, k0, r0, len, 1, &out[n]);
+		n++;
+		k0++;
+	}
+	if (k1 > k0) {
+		if (out)
+			tuple_part(t, k0, 0, len, k1 - k0, &out[n]);
+		n++;
+	}
+	if (r1) {
+		if (out)
+			tuple_part(t, k1, 0, r1, 1, &out[n]);
+		n++;
+	}
+	return n;
+}
 
 /*
  * Greedy rounds, busiest first: each round serves the receivers in order
@@ -375,8 +429,11 @@ static int make_chunks(struct migrate *m, double round_s, uint64_t min_chunk,
 		if (size < min_chunk)
 			size = min_chunk;
 		for (; i < j; i++) {
+			uint64_t bytes;
+
 			t = &m->tuples[i];
-			for (uint64_t a = t->lo; a < t->hi;) {
+			bytes = migrate_tuple_bytes(t);
+			for (uint64_t a = 0; a < bytes;) {
 				uint64_t take;
 
 				if (room == 0) {
@@ -387,13 +444,14 @@ static int make_chunks(struct migrate *m, double round_s, uint64_t min_chunk,
 					}
 					cs[nc++] = (struct chunk){
 						.from = from, .to = to,
-						.tuple = i, .lo = a,
+						.tuple = i, .at = a,
 					};
 					room = size;
 				}
-				take = t->hi - a < room ? t->hi - a : room;
+				take = bytes - a < room ? bytes - a : room;
 				cs[nc - 1].bytes += take;
-				cs[nc - 1].npieces++;
+				cs[nc - 1].npieces +=
+					tuple_slice(t, a, a + take, NULL);
 				cs[nc - 1].time += (double)take / bps;
 				room -= take;
 				a += take;
@@ -442,19 +500,19 @@ static int place_chunks(struct migrate *m, const struct chunk *cs, long nc,
 	}
 	for (long c = 0; c < nc; c++) {
 		uint64_t left = cs[c].bytes;
+		long *at = &pos[cs[c].round];
 
 		for (long i = cs[c].tuple; left > 0; i++) {
-			struct migrate_tuple t = m->tuples[i];
-			uint64_t a = i == cs[c].tuple ? cs[c].lo : t.lo;
-			uint64_t e = t.hi - a < left ? t.hi : a + left;
+			const struct migrate_tuple *t = &m->tuples[i];
+			uint64_t a = i == cs[c].tuple ? cs[c].at : 0;
+			uint64_t e = migrate_tuple_bytes(t) - a < left ?
+				     migrate_tuple_bytes(t) : a + left;
+			int n = tuple_slice(t, a, e, &out[*at]);
 
-			t.src_offset += a - t.lo;
-			t.dst_offset += a - t.lo;
-			t.lo = a;
-			t.hi = e;
-			t.round = cs[c].round;
+			for (int k = 0; k < n; k++)
+				out[*at + k].round = cs[c].round;
+			*at += n;
 			left -= e - a;
-			out[pos[t.round]++] = t;
 		}
 	}
 	free(m->tuples);
@@ -531,11 +589,16 @@ migrate_shard_find(const struct migrate_shard *sh, int n, int layer,
 	return sh;
 }
 
-/* Tuples by (receiver, layer, tensor, lo), for the tiling check. */
-static int recv_cmp(const void *a, const void *b)
+/* A block of a tuple, for the tiling check. */
+struct block {
+	int32_t to, layer, tensor;
+	uint64_t lo, hi;
+};
+
+/* By (receiver, layer, tensor, lo). */
+static int block_cmp(const void *a, const void *b)
 {
-	const struct migrate_tuple *x = *(const struct migrate_tuple *const *)a;
-	const struct migrate_tuple *y = *(const struct migrate_tuple *const *)b;
+	const struct block *x = a, *y = b;
 
 	if (x->to != y->to)
 		return x->to < y->to ? -1 : 1;
@@ -554,91 +617,139 @@ bool migrate_is_fresh(const struct migrate *m)
 	return true;
 }
 
+/*
+ * Ranks, layer and tensor exist, and the blocks are in order, apart and
+ * inside the tensor.
+ */
+static bool tuple_is_wellformed(const struct migrate *m,
+				const struct migrate_tuple *t)
+{
+	uint64_t len = t->hi - t->lo, bytes;
+
+	if (t->from < 0 || t->from >= m->nranks || t->to < 0 ||
+	    t->to >= m->nranks || t->layer < 0 ||
+	    t->layer >= m->layout->nlayers || t->tensor < 0 ||
+	    t->tensor >= MIGRATE_NUM_TENSORS || t->lo >= t->hi ||
+	    t->count < 1)
+		return false;
+	bytes = m->layout->layers[t->layer].bytes[t->tensor];
+	if (t->hi > bytes)
+		return false;
+	if (t->count == 1)
+		return true;
+	return t->stride >= len && t->src_stride >= len &&
+	       t->dst_stride >= len &&
+	       (uint64_t)(t->count - 1) <= (bytes - t->hi) / t->stride;
+}
+
+/*
+ * Block @k of tuple @i (@t) lies in a shard of its sender's old state and
+ * of its receiver's new state, at the offsets the tuple gives.
+ */
+static int block_check(const struct migrate *m, long i,
+		       const struct migrate_tuple *t, uint64_t k)
+{
+	uint64_t lo = t->lo + k * t->stride, hi = lo + (t->hi - t->lo);
+	uint64_t src = t->src_offset + k * t->src_stride;
+	uint64_t dst = t->dst_offset + k * t->dst_stride;
+	const struct migrate_shard *s;
+
+	s = migrate_shard_find(m->old_shards[t->from], m->n_old[t->from],
+			       t->layer, t->tensor, lo, hi);
+	if (!s || s->offset + (lo - s->lo) != src)
+		return ar_seterr(-AR_EINVAL,
+				 "tuple %ld: rank %d does not hold layer %d tensor %d [%llu, %llu) at offset %llu",
+				 i, t->from, t->layer, t->tensor,
+				 (unsigned long long)lo,
+				 (unsigned long long)hi,
+				 (unsigned long long)src);
+	s = migrate_shard_find(m->new_shards[t->to], m->n_new[t->to],
+			       t->layer, t->tensor, lo, hi);
+	if (!s || s->offset + (lo - s->lo) != dst)
+		return ar_seterr(-AR_EINVAL,
+				 "tuple %ld: rank %d needs no layer %d tensor %d [%llu, %llu) at offset %llu",
+				 i, t->to, t->layer, t->tensor,
+				 (unsigned long long)lo,
+				 (unsigned long long)hi,
+				 (unsigned long long)dst);
+	return 0;
+}
+
 int migrate_check(const struct migrate *m)
 {
-	const struct migrate_tuple **byrecv = NULL;
+	struct block *blocks = NULL;
 	int *peer_out = NULL, *peer_in = NULL;
-	long j = 0;
+	long nblocks = 0, j = 0;
 	int rc = 0;
-
-	byrecv = malloc((m->ntuples + 1) * sizeof(*byrecv));
-	peer_out = malloc((m->nranks + 1) * sizeof(int));
-	peer_in = malloc((m->nranks + 1) * sizeof(int));
-	if (!byrecv || !peer_out || !peer_in) {
-		rc = -ENOMEM;
-		goto out;
-	}
 
 	for (long i = 0; i < m->ntuples; i++) {
 		const struct migrate_tuple *t = &m->tuples[i];
-		const struct migrate_shard *s;
 
-		if (t->from < 0 || t->from >= m->nranks || t->to < 0 ||
-		    t->to >= m->nranks || t->lo >= t->hi) {
+		if (!tuple_is_wellformed(m, t)) {
 			rc = ar_seterr(-AR_EINVAL, "tuple %ld is malformed", i);
-			goto out;
-		}
-		s = migrate_shard_find(m->old_shards[t->from],
-				       m->n_old[t->from],
-				     t->layer, t->tensor, t->lo, t->hi);
-		if (!s || s->offset + (t->lo - s->lo) != t->src_offset) {
-			rc = ar_seterr(-AR_EINVAL,
-				       "tuple %ld: rank %d does not hold layer %d tensor %d [%llu, %llu) at offset %llu",
-				       i, t->from, t->layer, t->tensor,
-				       (unsigned long long)t->lo,
-				       (unsigned long long)t->hi,
-				       (unsigned long long)t->src_offset);
-			goto out;
-		}
-		s = migrate_shard_find(m->new_shards[t->to], m->n_new[t->to],
-				     t->layer, t->tensor, t->lo, t->hi);
-		if (!s || s->offset + (t->lo - s->lo) != t->dst_offset) {
-			rc = ar_seterr(-AR_EINVAL,
-				       "tuple %ld: rank %d needs no layer %d tensor %d [%llu, %llu) at offset %llu",
-				       i, t->to, t->layer, t->tensor,
-				       (unsigned long long)t->lo,
-				       (unsigned long long)t->hi,
-				       (unsigned long long)t->dst_offset);
 			goto out;
 		}
 		if (i && migrate_tuple_cmp(&m->tuples[i - 1], t) > 0) {
 			rc = ar_seterr(-AR_EINVAL, "tuple %ld is out of order", i);
 			goto out;
 		}
-		byrecv[i] = t;
+		nblocks += t->count;
+	}
+	blocks = malloc((nblocks + 1) * sizeof(*blocks));
+	peer_out = malloc((m->nranks + 1) * sizeof(int));
+	peer_in = malloc((m->nranks + 1) * sizeof(int));
+	if (!blocks || !peer_out || !peer_in) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	nblocks = 0;
+	for (long i = 0; i < m->ntuples; i++) {
+		const struct migrate_tuple *t = &m->tuples[i];
+
+		for (uint64_t k = 0; k < (uint64_t)t->count; k++) {
+			rc = block_check(m, i, t, k);
+			if (rc < 0)
+				goto out;
+			blocks[nblocks++] = (struct block){
+				.to = t->to, .layer = t->layer,
+				.tensor = t->tensor,
+				.lo = t->lo + k * t->stride,
+				.hi = t->hi + k * t->stride,
+			};
+		}
 	}
 
 	/*
-	 * Every new byte exactly once: receivers' tuples tile their shards.
+	 * Every new byte exactly once: receivers' blocks tile their shards.
 	 * A job that starts (no old state anywhere) has nothing to tile.
 	 */
-	qsort(byrecv, m->ntuples, sizeof(*byrecv), recv_cmp);
+	qsort(blocks, nblocks, sizeof(*blocks), block_cmp);
 	for (int r = 0; r < m->nranks && !migrate_is_fresh(m); r++) {
 		for (int i = 0; i < m->n_new[r]; i++) {
 			const struct migrate_shard *s = &m->new_shards[r][i];
 			uint64_t at = s->lo;
 
 			while (at < s->hi) {
-				const struct migrate_tuple *t =
-					j < m->ntuples ? byrecv[j] : NULL;
+				const struct block *b =
+					j < nblocks ? &blocks[j] : NULL;
 
-				if (!t || t->to != r || t->layer != s->layer ||
-				    t->tensor != s->tensor || t->lo != at) {
+				if (!b || b->to != r || b->layer != s->layer ||
+				    b->tensor != s->tensor || b->lo != at) {
 					rc = ar_seterr(-AR_EINVAL,
 						       "rank %d layer %d tensor %d: byte %llu has %s source",
 						       r, s->layer, s->tensor,
 						       (unsigned long long)at,
-						       t && t->to == r &&
-						       t->layer == s->layer &&
-						       t->tensor == s->tensor &&
-						       t->lo < at ? "more than one" : "no");
+						       b && b->to == r &&
+						       b->layer == s->layer &&
+						       b->tensor == s->tensor &&
+						       b->lo < at ? "more than one" : "no");
 					goto out;
 				}
-				at = t->hi;
+				at = b->hi;
 				j++;
 			}
 		}
-		if (j < m->ntuples && byrecv[j]->to == r) {
+		if (j < nblocks && blocks[j].to == r) {
 			rc = ar_seterr(-AR_EINVAL,
 				       "rank %d receives bytes outside its new shards",
 				       r);
@@ -671,7 +782,7 @@ int migrate_check(const struct migrate *m)
 		}
 	}
 out:
-	free(byrecv);
+	free(blocks);
 	free(peer_out);
 	free(peer_in);
 	return rc;
