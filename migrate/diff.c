@@ -372,7 +372,7 @@ static int build_ranks(struct migrate *m, const struct role *old_roles,
 		/*
 		 * The GPUs of one kind hold the same shards: a 512-GPU MoE
 		 * plan has hundreds of thousands of shards but a few dozen
-		 * kinds, so each kind's list is built once and copied.
+		 * kinds, so each kind's list is built once and shared.
 		 */
 		for (int i = 0; i < nroles; i++)
 			order[i] = &roles[i];
@@ -394,21 +394,16 @@ static int build_ranks(struct migrate *m, const struct role *old_roles,
 			}
 			*pipe = order[i]->pipe;
 			if (prev >= 0 && role_same_kind(order[i - 1], order[i])) {
-				sv.n = nshards[prev];
-				sv.v = malloc((sv.n + 1) * sizeof(*sv.v));
-				if (!sv.v) {
-					rc = -ENOMEM;
-					goto out;
-				}
-				memcpy(sv.v, shards[prev], sv.n * sizeof(*sv.v));
-			} else {
-				rc = role_shards(m->layout, order[i], &sv);
-				if (rc < 0) {
-					free(sv.v);
-					goto out;
-				}
-				migrate_shards_place(sv.v, sv.n);
+				shards[r] = shards[prev];
+				nshards[r] = nshards[prev];
+				continue;
 			}
+			rc = role_shards(m->layout, order[i], &sv);
+			if (rc < 0) {
+				free(sv.v);
+				goto out;
+			}
+			migrate_shards_place(sv.v, sv.n);
 			shards[r] = sv.v;
 			nshards[r] = sv.n;
 			prev = r;
@@ -428,6 +423,13 @@ struct holder {
 	uint64_t offset;		/* in the holder's old buffer */
 };
 
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 /*
  * Holders of one range: the replicas (and EDP ranks) that hold the same
  * bytes, ordered by rank, hence by node.  @cursor rotates the network
@@ -441,96 +443,249 @@ struct group {
 	int memo_node, memo_first, memo_n;
 };
 
-struct holder_index {
-	int nkeys;
-	int *start;			/* [nkeys + 1] into v */
-	struct holder *v;
-	int *gstart;			/* [nkeys + 1] into g */
-	struct group *g;
+/*
+ * A stretch of a tensor between two boundaries of old ranges: the bytes
+ * of a new shard that one piece can take.  @ncov groups hold all of it.
+ */
+struct seg {
+	uint64_t lo, hi;
+	int cov, ncov;			/* into holder_index.cov */
 };
 
-static int holder_cmp(const void *a, const void *b)
-{
-	const struct holder *x = a, *y = b;
+struct holder_index {
+	struct holder *v;		/* by key, range, rank */
+	int *gstart;			/* [nkeys + 1] into g */
+	struct group *g;		/* by key, (lo, hi) */
+	int *sstart;			/* [nkeys + 1] into seg */
+	struct seg *seg;		/* by key, lo; gaps included */
+	int *cov;			/* indices into g */
+};
 
+/* An old shard of one kind of rank (see holder_index_build()). */
+struct range_item {
+	uint64_t lo, hi;
+	int key;
+	int at;				/* its index in the kinds' lists */
+};
+
+static int range_item_cmp(const void *a, const void *b)
+{
+	const struct range_item *x = a, *y = b;
+
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
 	if (x->lo != y->lo)
 		return x->lo < y->lo ? -1 : 1;
-	if (x->hi != y->hi)
-		return x->hi < y->hi ? -1 : 1;
+	return x->hi < y->hi ? -1 : x->hi > y->hi;
+}
+
+/* A rank and its old shard list, to sort ranks by list. */
+struct rank_list {
+	uintptr_t list;
+	int rank;
+};
+
+static int rank_list_cmp(const void *a, const void *b)
+{
+	const struct rank_list *x = a, *y = b;
+
+	if (x->list != y->list)
+		return x->list < y->list ? -1 : 1;
 	return x->rank < y->rank ? -1 : x->rank > y->rank;
 }
 
-static int holder_index_build(const struct migrate *m, struct holder_index *hi)
+/*
+ * The groups of every key: one per distinct old range, from the kinds of
+ * rank (ranks that share a shard list hold the same ranges).  Stores in
+ * @gid[kbase[kind] + i] the group of shard i of each kind.
+ */
+static int index_groups(const struct migrate *m, struct holder_index *hx,
+			const int *kind_rank, int nkinds, const int *kbase,
+			int *gid)
 {
 	int nkeys = m->layout->nlayers * MIGRATE_NUM_TENSORS;
-	int *fill;
+	int nitems = kbase[nkinds], ng = 0;
+	struct range_item *it = malloc((nitems + 1) * sizeof(*it));
 
-	hi->nkeys = nkeys;
-	hi->start = calloc(nkeys + 1, sizeof(*hi->start));
-	fill = calloc(nkeys, sizeof(*fill));
-	if (!hi->start || !fill) {
-		free(fill);
+	hx->gstart = calloc(nkeys + 1, sizeof(*hx->gstart));
+	hx->g = malloc((nitems + 1) * sizeof(*hx->g));
+	if (!it || !hx->gstart || !hx->g) {
+		free(it);
 		return -ENOMEM;
 	}
-	for (int r = 0; r < m->nranks; r++)
-		for (int i = 0; i < m->n_old[r]; i++) {
-			const struct migrate_shard *s = &m->old_shards[r][i];
+	for (int j = 0; j < nkinds; j++) {
+		const struct migrate_shard *sh = m->old_shards[kind_rank[j]];
 
-			int k = s->layer * MIGRATE_NUM_TENSORS + s->tensor;
-
-			hi->start[k + 1]++;
-		}
-	for (int k = 0; k < nkeys; k++)
-		hi->start[k + 1] += hi->start[k];
-	hi->v = malloc((hi->start[nkeys] + 1) * sizeof(*hi->v));
-	if (!hi->v) {
-		free(fill);
-		return -ENOMEM;
-	}
-	for (int r = 0; r < m->nranks; r++)
-		for (int i = 0; i < m->n_old[r]; i++) {
-			const struct migrate_shard *s = &m->old_shards[r][i];
-			int k = s->layer * MIGRATE_NUM_TENSORS + s->tensor;
-
-			hi->v[hi->start[k] + fill[k]++] = (struct holder){
-				.rank = r, .shard = i, .lo = s->lo, .hi = s->hi,
-				.offset = s->offset,
+		for (int i = 0; i < kbase[j + 1] - kbase[j]; i++)
+			it[kbase[j] + i] = (struct range_item){
+				.lo = sh[i].lo, .hi = sh[i].hi,
+				.key = sh[i].layer * MIGRATE_NUM_TENSORS +
+				       sh[i].tensor,
+				.at = kbase[j] + i,
 			};
-		}
-	free(fill);
-	/* Same ranges side by side, then one group per distinct range. */
-	for (int k = 0; k < nkeys; k++)
-		qsort(&hi->v[hi->start[k]], hi->start[k + 1] - hi->start[k],
-		      sizeof(*hi->v), holder_cmp);
-	hi->gstart = calloc(nkeys + 1, sizeof(*hi->gstart));
-	hi->g = malloc((hi->start[nkeys] + 1) * sizeof(*hi->g));
-	if (!hi->gstart || !hi->g)
-		return -ENOMEM;
-	for (int k = 0, ng = 0; k < nkeys; k++) {
-		hi->gstart[k] = ng;
-		for (int i = hi->start[k]; i < hi->start[k + 1]; i++) {
-			if (i > hi->start[k] &&
-			    hi->v[i].lo == hi->v[i - 1].lo &&
-			    hi->v[i].hi == hi->v[i - 1].hi) {
-				hi->g[ng - 1].n++;
-				continue;
-			}
-			hi->g[ng++] = (struct group){
-				.lo = hi->v[i].lo, .hi = hi->v[i].hi,
-				.start = i, .n = 1, .memo_node = -1,
-			};
-		}
-		hi->gstart[k + 1] = ng;
 	}
+	qsort(it, nitems, sizeof(*it), range_item_cmp);
+	for (int i = 0; i < nitems; i++) {
+		if (!i || range_item_cmp(&it[i - 1], &it[i])) {
+			hx->g[ng++] = (struct group){
+				.lo = it[i].lo, .hi = it[i].hi,
+				.memo_node = -1,
+			};
+			hx->gstart[it[i].key + 1] = ng;
+		}
+		gid[it[i].at] = ng - 1;
+	}
+	/* Keys without old state have no groups: carry the starts over. */
+	for (int k = 0; k < nkeys; k++)
+		if (hx->gstart[k + 1] < hx->gstart[k])
+			hx->gstart[k + 1] = hx->gstart[k];
+	free(it);
 	return 0;
 }
 
-static void holder_index_free(struct holder_index *hi)
+/*
+ * The segments of every key: the stretches between the boundaries of its
+ * groups (gaps that no group holds included), each with the groups that
+ * hold all of it.
+ */
+static int index_segments(const struct migrate *m, struct holder_index *hx)
 {
-	free(hi->start);
-	free(hi->v);
-	free(hi->gstart);
-	free(hi->g);
+	int nkeys = m->layout->nlayers * MIGRATE_NUM_TENSORS;
+	int ng = hx->gstart[nkeys], nseg = 0, ncov = 0, capcov = 0;
+	uint64_t *bound = malloc((2 * (size_t)ng + 1) * sizeof(*bound));
+
+	hx->sstart = calloc(nkeys + 1, sizeof(*hx->sstart));
+	hx->seg = malloc((2 * (size_t)ng + 1) * sizeof(*hx->seg));
+	if (!bound || !hx->sstart || !hx->seg) {
+		free(bound);
+		return -ENOMEM;
+	}
+	for (int k = 0; k < nkeys; k++) {
+		const struct group *g = &hx->g[hx->gstart[k]];
+		int n = hx->gstart[k + 1] - hx->gstart[k], nb = 0;
+
+		for (int i = 0; i < n; i++) {
+			bound[nb++] = g[i].lo;
+			bound[nb++] = g[i].hi;
+		}
+		qsort(bound, nb, sizeof(*bound), u64_cmp);
+		for (int b = 0; b + 1 < nb; b++) {
+			struct seg *sg = &hx->seg[nseg];
+
+			if (bound[b] == bound[b + 1])
+				continue;
+			*sg = (struct seg){
+				.lo = bound[b], .hi = bound[b + 1], .cov = ncov,
+			};
+			for (int i = 0; i < n; i++) {
+				if (g[i].lo > sg->lo || g[i].hi < sg->hi)
+					continue;
+				if (ncov == capcov) {
+					int c = capcov ? 2 * capcov : 1024;
+					int *v = realloc(hx->cov, c * sizeof(*v));
+
+					if (!v) {
+						free(bound);
+						return -ENOMEM;
+					}
+					hx->cov = v;
+					capcov = c;
+				}
+				hx->cov[ncov++] = hx->gstart[k] + i;
+				sg->ncov++;
+			}
+			nseg++;
+		}
+		hx->sstart[k + 1] = nseg;
+	}
+	free(bound);
+	return 0;
+}
+
+/*
+ * The holder index.  Ranks that share a shard list (one kind: a 512-GPU
+ * plan has a few dozen) hold the same ranges, so the ranges are sorted
+ * once per kind, and the holders are counted into their groups, in rank
+ * order, without comparing them.
+ */
+static int holder_index_build(const struct migrate *m, struct holder_index *hx)
+{
+	int nkeys = m->layout->nlayers * MIGRATE_NUM_TENSORS;
+	struct rank_list *order = malloc((m->nranks + 1) * sizeof(*order));
+	int *kind_of = malloc((m->nranks + 1) * sizeof(*kind_of));
+	int *kind_rank = malloc((m->nranks + 1) * sizeof(*kind_rank));
+	int *kbase = calloc(m->nranks + 2, sizeof(*kbase));
+	int *gid = NULL, *fill = NULL;
+	int nkinds = 0, nholders = 0, rc = -ENOMEM;
+
+	if (!order || !kind_of || !kind_rank || !kbase)
+		goto out;
+	for (int r = 0; r < m->nranks; r++) {
+		order[r] = (struct rank_list){
+			.list = (uintptr_t)m->old_shards[r], .rank = r,
+		};
+		nholders += m->n_old[r];
+	}
+	qsort(order, m->nranks, sizeof(*order), rank_list_cmp);
+	for (int i = 0; i < m->nranks; i++) {
+		int r = order[i].rank;
+
+		if (!i || order[i].list != order[i - 1].list) {
+			kind_rank[nkinds] = r;
+			kbase[nkinds + 1] = kbase[nkinds] + m->n_old[r];
+			nkinds++;
+		}
+		kind_of[r] = nkinds - 1;
+	}
+	gid = malloc((kbase[nkinds] + 1) * sizeof(*gid));
+	if (!gid)
+		goto out;
+	rc = index_groups(m, hx, kind_rank, nkinds, kbase, gid);
+	if (rc < 0)
+		goto out;
+
+	rc = -ENOMEM;
+	fill = malloc((hx->gstart[nkeys] + 1) * sizeof(*fill));
+	hx->v = malloc((nholders + 1) * sizeof(*hx->v));
+	if (!fill || !hx->v)
+		goto out;
+	for (int r = 0; r < m->nranks; r++)
+		for (int i = 0; i < m->n_old[r]; i++)
+			hx->g[gid[kbase[kind_of[r]] + i]].n++;
+	for (int g = 0, at = 0; g < hx->gstart[nkeys]; g++) {
+		hx->g[g].start = fill[g] = at;
+		at += hx->g[g].n;
+	}
+	for (int r = 0; r < m->nranks; r++) {
+		for (int i = 0; i < m->n_old[r]; i++) {
+			const struct migrate_shard *s = &m->old_shards[r][i];
+
+			hx->v[fill[gid[kbase[kind_of[r]] + i]]++] =
+				(struct holder){
+					.rank = r, .shard = i, .lo = s->lo,
+					.hi = s->hi, .offset = s->offset,
+				};
+		}
+	}
+	rc = index_segments(m, hx);
+out:
+	free(order);
+	free(kind_of);
+	free(kind_rank);
+	free(kbase);
+	free(gid);
+	free(fill);
+	return rc;
+}
+
+static void holder_index_free(struct holder_index *hx)
+{
+	free(hx->v);
+	free(hx->gstart);
+	free(hx->g);
+	free(hx->sstart);
+	free(hx->seg);
+	free(hx->cov);
 }
 
 /* Seconds per byte on each GPU's links, so that the hot loops do not divide. */
@@ -653,13 +808,6 @@ static void sender_charge(struct loads *ld, int h, int to, uint64_t bytes)
 	}
 }
 
-static int u64_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /*
  * The shard of @sh[0..n) (sorted, disjoint) that holds [@lo, @hi) of
  * (@layer, @tensor), or NULL, for queries in increasing order: *@cur only
@@ -689,16 +837,23 @@ shard_seek(const struct migrate_shard *sh, int n, int *cur, int layer,
 }
 
 /*
- * A piece of a new shard and where it comes from: the first pass of the
- * diff cuts every new shard at the boundaries of the old ranges and
- * classes each piece, the second picks the senders.
+ * Where a new shard's bytes come from, as the first pass of the diff
+ * finds them for the second, which picks the senders.  Most shards are
+ * one piece: kept whole (the index of the GPU's old shard that holds it)
+ * or sent whole, from a GPU of the same node or over the network.  A
+ * shard that old ranges cut (NEED_SPLIT) has its pieces in a list.
  */
+enum {
+	NEED_NET = -1,
+	NEED_INTRA = -2,
+	NEED_SPLIT = -3,
+};
+
+/* A piece of a split shard, in the order of the shards. */
 struct need {
 	uint64_t lo, hi;
-	int32_t to;
-	int32_t shard;			/* into m->new_shards[to] */
-	int32_t own;			/* old shard of @to holding it; -1 */
-	int32_t intra;			/* some GPU of @to's node holds it */
+	int32_t own;			/* old shard of its GPU holding it; -1 */
+	int32_t intra;			/* some GPU of its node holds it */
 };
 
 struct need_vec {
@@ -721,33 +876,15 @@ static int need_push(struct need_vec *nv, const struct need *nd)
 	return 0;
 }
 
-/* Scratch space of shard_needs() and the candidates of a piece. */
+/* The candidates of a piece, reused from piece to piece. */
 struct scratch {
-	uint64_t *cuts;
-	const struct holder **best;	/* candidates of the best class */
-	int cap, bcap;
+	const struct holder **best;	/* of the best class */
+	int bcap;
 };
 
 static void scratch_free(struct scratch *sc)
 {
-	free(sc->cuts);
 	free(sc->best);
-}
-
-static int scratch_reserve(struct scratch *sc, int ngroups)
-{
-	int cap = 2 * ngroups + 2;
-
-	if (sc->cap >= cap)
-		return 0;
-	free(sc->cuts);
-	sc->cuts = malloc(cap * sizeof(*sc->cuts));
-	if (!sc->cuts) {
-		sc->cap = 0;
-		return -ENOMEM;
-	}
-	sc->cap = cap;
-	return 0;
 }
 
 static int best_push(struct scratch *sc, int *n, const struct holder *h)
@@ -877,88 +1014,98 @@ struct recv_loads {
 };
 
 /*
- * First pass for one new shard @s (index @si) of rank @to: the pieces the
- * GPU keeps and, cut at every boundary of the old ranges that overlap it,
- * the pieces others send, each with its link class, and their load on
- * @to's side.
+ * The class of piece [@a, @b) of shard @s of rank @to, inside segment
+ * @sg, which no old shard of @to holds: whether a GPU of its node holds
+ * it; and its load on @to's side.  -AR_EINFEASIBLE when no GPU of the old
+ * plan holds it.
+ */
+static int piece_class(struct migrate *m, struct holder_index *hx, int to,
+		       const struct migrate_shard *s, const struct seg *sg,
+		       uint64_t a, uint64_t b, const struct rate *rt,
+		       struct recv_loads *rl, bool *intrap)
+{
+	*intrap = false;
+	if (!sg || !sg->ncov)
+		return ar_seterr(-AR_EINFEASIBLE,
+				 "migrate: no GPU of the old plan holds bytes [%llu, %llu) of tensor %d of layer %d",
+				 (unsigned long long)a, (unsigned long long)b,
+				 s->tensor, s->layer);
+	for (int i = 0; i < sg->ncov && !*intrap; i++) {
+		int first;
+
+		*intrap = group_on_node(m, hx->v, &hx->g[hx->cov[sg->cov + i]],
+					rt->node, &first) > 0;
+	}
+	if (*intrap) {
+		rl->intra_in[to] += (b - a) * rt->intra;
+	} else {
+		rl->nic_in[rt->node] += (b - a) * rt->nic;
+		/* At most its own share: a lower bound on its time. */
+		rl->share_in[to] += (b - a) * rt->share;
+	}
+	return 0;
+}
+
+/*
+ * First pass for new shard @si of rank @to: the GPU keeps it whole, or it
+ * is cut at every boundary of the old ranges inside it (the segments) and
+ * each piece is kept or classed by link.  Stores the shard's code in
+ * *@code and a split shard's pieces in @nv.
  */
 static int shard_needs(struct migrate *m, struct holder_index *hx, int to,
 		       int si, int *own_cur, const struct rate *rt,
-		       struct need_vec *nv, struct recv_loads *rl,
-		       struct scratch *sc)
+		       int32_t *code, struct need_vec *nv,
+		       struct recv_loads *rl)
 {
 	const struct migrate_shard *s = &m->new_shards[to][si];
+	int k = s->layer * MIGRATE_NUM_TENSORS + s->tensor;
+	const struct seg *sg = &hx->seg[hx->sstart[k]];
+	int nseg = hx->sstart[k + 1] - hx->sstart[k], j = 0, top = nseg;
 	const struct migrate_shard *own;
-	struct group *gs;
-	int ng, ncuts = 0, rc;
+	bool intra;
+	int rc;
 
 	own = shard_seek(m->old_shards[to], m->n_old[to], own_cur, s->layer,
 			 s->tensor, s->lo, s->hi);
-	if (own)
-		return need_push(nv, &(struct need){
-			.lo = s->lo, .hi = s->hi, .to = to, .shard = si,
-			.own = (int32_t)(own - m->old_shards[to]),
-		});
-
-	gs = key_groups(hx, s->layer, s->tensor, &ng);
-	rc = scratch_reserve(sc, ng);
-	if (rc < 0)
-		return rc;
-	sc->cuts[ncuts++] = s->lo;
-	sc->cuts[ncuts++] = s->hi;
-	for (int i = 0; i < ng; i++) {
-		if (gs[i].hi <= s->lo || gs[i].lo >= s->hi)
-			continue;
-		if (gs[i].lo > s->lo)
-			sc->cuts[ncuts++] = gs[i].lo;
-		if (gs[i].hi < s->hi)
-			sc->cuts[ncuts++] = gs[i].hi;
+	if (own) {
+		*code = (int32_t)(own - m->old_shards[to]);
+		return 0;
 	}
-	/* The GPU's own ranges are groups too, so the cuts include them. */
-	if (ncuts > 2)
-		qsort(sc->cuts, ncuts, sizeof(*sc->cuts), u64_cmp);
+	/* The first segment that ends after the shard starts. */
+	while (j < top) {
+		int mid = (j + top) / 2;
 
-	for (int c = 0; c + 1 < ncuts; c++) {
-		uint64_t a = sc->cuts[c], b = sc->cuts[c + 1];
-		struct need n = {
-			.lo = a, .hi = b, .to = to, .shard = si, .own = -1,
-		};
-		bool held = false;
+		if (sg[mid].hi <= s->lo)
+			j = mid + 1;
+		else
+			top = mid;
+	}
+	if (j < nseg && sg[j].lo <= s->lo && sg[j].hi >= s->hi) {
+		rc = piece_class(m, hx, to, s, &sg[j], s->lo, s->hi, rt, rl,
+				 &intra);
+		*code = intra ? NEED_INTRA : NEED_NET;
+		return rc;
+	}
+	*code = NEED_SPLIT;
+	for (uint64_t a = s->lo, b; a < s->hi; a = b, j++) {
+		struct need n = { .lo = a, .own = -1 };
 
-		if (a == b)
-			continue;
+		/* Before the first old range or after the last: nobody's. */
+		if (j == nseg || sg[j].lo > a)
+			return piece_class(m, hx, to, s, NULL, a, s->hi, rt,
+					   rl, &intra);
+		b = sg[j].hi < s->hi ? sg[j].hi : s->hi;
+		n.hi = b;
 		own = shard_seek(m->old_shards[to], m->n_old[to], own_cur,
 				 s->layer, s->tensor, a, b);
 		if (own) {
 			n.own = (int32_t)(own - m->old_shards[to]);
-			rc = need_push(nv, &n);
+		} else {
+			rc = piece_class(m, hx, to, s, &sg[j], a, b, rt, rl,
+					 &intra);
 			if (rc < 0)
 				return rc;
-			continue;
-		}
-		for (int i = 0; i < ng; i++) {
-			int first;
-
-			if (gs[i].lo > a || gs[i].hi < b)
-				continue;
-			held = true;
-			if (group_on_node(m, hx->v, &gs[i], rt->node, &first)) {
-				n.intra = 1;
-				break;
-			}
-		}
-		if (!held)
-			return ar_seterr(-AR_EINFEASIBLE,
-					 "migrate: no GPU of the old plan holds bytes [%llu, %llu) of tensor %d of layer %d",
-					 (unsigned long long)a,
-					 (unsigned long long)b,
-					 s->tensor, s->layer);
-		if (n.intra) {
-			rl->intra_in[to] += (b - a) * rt->intra;
-		} else {
-			rl->nic_in[rt->node] += (b - a) * rt->nic;
-			/* At most its own share: a lower bound on its time. */
-			rl->share_in[to] += (b - a) * rt->share;
+			n.intra = intra;
 		}
 		rc = need_push(nv, &n);
 		if (rc < 0)
@@ -967,115 +1114,154 @@ static int shard_needs(struct migrate *m, struct holder_index *hx, int to,
 	return 0;
 }
 
+/* A receiver's last sender of each link class, and its place. */
+struct keep {
+	int rank[2];			/* [intra]; -1: none yet */
+	int cur[2];			/* in its shard list, shard_seek() */
+};
+
 /*
- * The old holder @h of piece [@a, @b) of shard @s when it can keep
- * serving the shard's receiver: in the piece's link class, holding the
- * bytes, and within the floor after taking them.  *@cur is @h's place
- * in its shard list, for shard_seek().
+ * The old holder @k->rank[@intra] of piece [@a, @b) of shard @s when it
+ * can keep serving the shard's receiver @to: holding the bytes, and
+ * within the floor after taking them.
  */
 static bool sender_keeps(const struct migrate *m, const struct loads *ld,
-			 int h, int *cur, const struct need *n,
+			 struct keep *k, bool intra, int to,
 			 const struct migrate_shard *s, uint64_t a, uint64_t b,
 			 struct holder *out)
 {
+	int h = k->rank[intra];
 	const struct migrate_shard *old;
 
-	if (h < 0 ||
-	    (m->ranks[h].node == m->ranks[n->to].node) != (bool)n->intra)
+	if (h < 0)
 		return false;
-	old = shard_seek(m->old_shards[h], m->n_old[h], cur, s->layer,
-			 s->tensor, a, b);
-	if (!old ||
-	    sender_cost(ld, h, n->to, b - a) > ld->floor * (1 + 1e-9))
+	old = shard_seek(m->old_shards[h], m->n_old[h], &k->cur[intra],
+			 s->layer, s->tensor, a, b);
+	if (!old || sender_cost(ld, h, to, b - a) > ld->floor * (1 + 1e-9))
 		return false;
 	*out = (struct holder){
-		.rank = h, .shard = *cur, .lo = old->lo, .hi = old->hi,
-		.offset = old->offset,
+		.rank = h, .shard = k->cur[intra], .lo = old->lo,
+		.hi = old->hi, .offset = old->offset,
 	};
 	return true;
 }
 
 /*
- * Second pass: the sender of every piece that its GPU does not keep.  A
- * receiver keeps the sender of its previous piece of the same link class
- * while that sender holds the bytes and stays within the floor (see
- * struct loads): a receiver then gets its state from few peers, which
- * the rounds of stage 2 pair without gaps, and adjacent pieces merge
- * into one tuple.  Otherwise the piece goes, in BALANCE_GRANULE steps, to
- * the least loaded holder of its class, so that state spreads over the
- * replicas that hold it.
+ * The sender of piece [@lo, @hi) of shard @s of rank @to, which another
+ * GPU sends (@intra: one of its node).  The receiver keeps the sender of
+ * its previous piece of the same link class while that sender holds the
+ * bytes and stays within the floor (see struct loads): a receiver then
+ * gets its state from few peers, which the rounds of stage 2 pair
+ * without gaps, and adjacent pieces merge into one tuple.  Otherwise the
+ * piece goes, in BALANCE_GRANULE steps, to the least loaded holder of its
+ * class, so that state spreads over the replicas that hold it.
  */
-static int need_sources(struct migrate *m, struct holder_index *hx,
-			struct loads *ld, const struct need_vec *nv,
-			struct tuple_vec *tv, struct scratch *sc)
+static int piece_source(struct migrate *m, struct holder_index *hx,
+			struct loads *ld, struct keep *k, int to,
+			const struct migrate_shard *s, uint64_t lo,
+			uint64_t hi, bool intra, struct tuple_vec *tv,
+			struct scratch *sc)
 {
-	int to = -1, keep[2] = { -1, -1 };	/* [intra]: last sender */
-	int cur[2] = { 0, 0 };			/* its place, shard_seek() */
-	int rc;
+	struct group *gs;
+	int ng, rc;
 
-	for (long i = 0; i < nv->n; i++) {
-		const struct need *n = &nv->v[i];
-		const struct migrate_shard *s = &m->new_shards[n->to][n->shard];
-		struct group *gs;
-		int ng;
+	gs = key_groups(hx, s->layer, s->tensor, &ng);
+	for (uint64_t a = lo, e; a < hi; a = e) {
+		struct holder kept;
+		const struct holder *pick;
+		double pick_cost;
+		int nbest;
 
-		if (n->to != to) {
-			to = n->to;
-			keep[0] = keep[1] = -1;
-		}
-		if (n->own >= 0) {
-			const struct migrate_shard *o =
-				&m->old_shards[to][n->own];
-			struct holder h = {
-				.rank = to, .shard = n->own, .lo = o->lo,
-				.hi = o->hi, .offset = o->offset,
-			};
-
-			rc = emit(m, ld, tv, s, to, &h, n->lo, n->hi);
+		e = hi - a > BALANCE_GRANULE ? a + BALANCE_GRANULE : hi;
+		if (sender_keeps(m, ld, k, intra, to, s, a, e, &kept)) {
+			rc = emit(m, ld, tv, s, to, &kept, a, e);
 			if (rc < 0)
 				return rc;
 			continue;
 		}
-		gs = key_groups(hx, s->layer, s->tensor, &ng);
-		for (uint64_t a = n->lo, e; a < n->hi; a = e) {
-			struct holder kept;
-			const struct holder *pick;
-			double pick_cost;
-			int nbest;
+		nbest = piece_candidates(m, hx, sc, gs, ng, to, intra, a, e);
+		if (nbest < 0)
+			return nbest;
+		/* One candidate: it takes the whole piece at once. */
+		if (nbest == 1)
+			e = hi;
+		pick = sc->best[0];
+		pick_cost = sender_cost(ld, pick->rank, to, e - a);
+		for (int j = 1; j < nbest; j++) {
+			double cost = sender_cost(ld, sc->best[j]->rank, to,
+						  e - a);
 
-			e = n->hi - a > BALANCE_GRANULE ? a + BALANCE_GRANULE :
-							  n->hi;
-			if (sender_keeps(m, ld, keep[n->intra], &cur[n->intra],
-					 n, s, a, e, &kept)) {
-				rc = emit(m, ld, tv, s, to, &kept, a, e);
-				if (rc < 0)
-					return rc;
+			if (cost < pick_cost) {
+				pick = sc->best[j];
+				pick_cost = cost;
+			}
+		}
+		k->rank[intra] = pick->rank;
+		k->cur[intra] = pick->shard;
+		rc = emit(m, ld, tv, s, to, pick, a, e);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* The part of @s that old shard @own of rank @to holds, kept in place. */
+static int keep_own(struct migrate *m, struct loads *ld, struct tuple_vec *tv,
+		    const struct migrate_shard *s, int to, int own,
+		    uint64_t lo, uint64_t hi)
+{
+	const struct migrate_shard *o = &m->old_shards[to][own];
+	struct holder h = {
+		.rank = to, .shard = own, .lo = o->lo, .hi = o->hi,
+		.offset = o->offset,
+	};
+
+	return emit(m, ld, tv, s, to, &h, lo, hi);
+}
+
+/*
+ * Second pass: every new shard's sources, from its code (see NEED_*) and
+ * a split shard's pieces, which come in shard order.
+ */
+static int need_sources(struct migrate *m, struct holder_index *hx,
+			struct loads *ld, const int32_t *codes,
+			const struct need_vec *nv, struct tuple_vec *tv,
+			struct scratch *sc)
+{
+	const struct need *n = nv->v;
+	int rc = 0;
+
+	for (int to = 0; to < m->nranks; to++) {
+		struct keep k = { .rank = { -1, -1 } };
+
+		for (int i = 0; i < m->n_new[to] && rc == 0; i++) {
+			const struct migrate_shard *s = &m->new_shards[to][i];
+			int32_t code = *codes++;
+
+			if (code >= 0) {
+				rc = keep_own(m, ld, tv, s, to, code, s->lo,
+					      s->hi);
 				continue;
 			}
-			nbest = piece_candidates(m, hx, sc, gs, ng, to,
-						 n->intra, a, e);
-			if (nbest < 0)
-				return nbest;
-			/* One candidate: it takes the whole piece at once. */
-			if (nbest == 1)
-				e = n->hi;
-			pick = sc->best[0];
-			pick_cost = sender_cost(ld, pick->rank, to, e - a);
-			for (int j = 1; j < nbest; j++) {
-				double cost = sender_cost(ld, sc->best[j]->rank,
-							  to, e - a);
-
-				if (cost < pick_cost) {
-					pick = sc->best[j];
-					pick_cost = cost;
-				}
+			if (code != NEED_SPLIT) {
+				rc = piece_source(m, hx, ld, &k, to, s, s->lo,
+						  s->hi, code == NEED_INTRA,
+						  tv, sc);
+				continue;
 			}
-			keep[n->intra] = pick->rank;
-			cur[n->intra] = pick->shard;
-			rc = emit(m, ld, tv, s, to, pick, a, e);
-			if (rc < 0)
-				return rc;
+			for (uint64_t at = s->lo; at < s->hi && rc == 0;
+			     at = n++->hi) {
+				if (n->own >= 0)
+					rc = keep_own(m, ld, tv, s, to, n->own,
+						      n->lo, n->hi);
+				else
+					rc = piece_source(m, hx, ld, &k, to, s,
+							  n->lo, n->hi,
+							  n->intra, tv, sc);
+			}
 		}
+		if (rc < 0)
+			return rc;
 	}
 	return 0;
 }
@@ -1086,17 +1272,6 @@ static double max_of(const double *v, int n, double at_least)
 		if (v[i] > at_least)
 			at_least = v[i];
 	return at_least;
-}
-
-static int vec_reserve(void **v, long *cap, long n, size_t size)
-{
-	void *nv = realloc(*v, (n + 1) * size);
-
-	if (!nv)
-		return -ENOMEM;
-	*v = nv;
-	*cap = n + 1;
-	return 0;
 }
 
 /*
@@ -1112,6 +1287,7 @@ static int diff_sources(struct migrate *m, struct holder_index *hx,
 	struct loads ld = { 0 };
 	struct scratch sc = { 0 };
 	struct rate *rate;
+	int32_t *codes = NULL;
 	int nnodes = m->topo->nnodes, rc = -ENOMEM;
 	long nshards = 0;
 
@@ -1138,17 +1314,17 @@ static int diff_sources(struct migrate *m, struct holder_index *hx,
 		};
 		nshards += m->n_new[r];
 	}
-
-	/* Most shards are one piece: one allocation for all of them. */
-	rc = vec_reserve((void **)&nv.v, &nv.cap, nshards, sizeof(*nv.v));
-	if (rc < 0)
+	codes = malloc((nshards + 1) * sizeof(*codes));
+	if (!codes)
 		goto out;
+
+	nshards = 0;
 	for (int r = 0; r < m->nranks; r++) {
 		int own_cur = 0;
 
 		for (int i = 0; i < m->n_new[r]; i++) {
-			rc = shard_needs(m, hx, r, i, &own_cur, &rate[r], &nv,
-					 &rl, &sc);
+			rc = shard_needs(m, hx, r, i, &own_cur, &rate[r],
+					 &codes[nshards++], &nv, &rl);
 			if (rc < 0)
 				goto out;
 		}
@@ -1157,10 +1333,7 @@ static int diff_sources(struct migrate *m, struct holder_index *hx,
 	ld.floor = max_of(rl.share_in, m->nranks, ld.floor);
 	ld.floor = max_of(rl.nic_in, nnodes, ld.floor);
 
-	rc = vec_reserve((void **)&tv->v, &tv->cap, nv.n, sizeof(*tv->v));
-	if (rc < 0)
-		goto out;
-	rc = need_sources(m, hx, &ld, &nv, tv, &sc);
+	rc = need_sources(m, hx, &ld, codes, &nv, tv, &sc);
 	if (rc < 0)
 		goto out;
 	m->stats.lower_bound_s =
@@ -1169,6 +1342,7 @@ static int diff_sources(struct migrate *m, struct holder_index *hx,
 			      max_of(rl.intra_in, m->nranks,
 				     max_of(rl.nic_in, nnodes, 0.0))));
 out:
+	free(codes);
 	free(nv.v);
 	free(rate);
 	free(rl.intra_in);
@@ -1259,16 +1433,31 @@ out:
 	return 0;
 }
 
+static int ptr_cmp(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t)*(void *const *)a;
+	uintptr_t y = (uintptr_t)*(void *const *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Frees each of @lists[0..n) once: ranks of one kind share theirs. */
+static void shard_lists_free(struct migrate_shard **lists, int n)
+{
+	if (!lists)
+		return;
+	qsort(lists, n, sizeof(*lists), ptr_cmp);
+	for (int r = 0; r < n; r++)
+		if (!r || lists[r] != lists[r - 1])
+			free(lists[r]);
+}
+
 void migrate_free(struct migrate *m)
 {
 	if (!m)
 		return;
-	for (int r = 0; r < m->nranks; r++) {
-		if (m->old_shards)
-			free(m->old_shards[r]);
-		if (m->new_shards)
-			free(m->new_shards[r]);
-	}
+	shard_lists_free(m->old_shards, m->nranks);
+	shard_lists_free(m->new_shards, m->nranks);
 	free(m->old_shards);
 	free(m->new_shards);
 	free(m->n_old);

@@ -195,7 +195,10 @@ struct migrate {
 	struct migrate_rank *ranks;	/* [nranks], sorted by (node, gpu) */
 	struct migrate_topo *topo;	/* owned copy */
 	struct migrate_layout *layout;	/* owned copy */
-	/* shard lists per rank, sorted by (layer, tensor, lo) */
+	/*
+	 * Shard lists per rank, sorted by (layer, tensor, lo); ranks that
+	 * hold the same shards may share one list.
+	 */
 	struct migrate_shard **old_shards;	/* [nranks][n_old[r]] */
 	int *n_old;
 	struct migrate_shard **new_shards;

@@ -11,7 +11,8 @@
 
 const char *const scenario_names[] = {
 	"tp2to4", "tp4to2", "stages", "replica-add", "replica-remove",
-	"gpu-type", "ep", "ep-relayout", "join", "pair", "fresh", NULL
+	"gpu-type", "ep", "ep-relayout", "mixed-tp", "join", "pair", "fresh",
+	NULL
 };
 
 struct costmodel_plan *scenario_plan_new(void)
@@ -275,6 +276,25 @@ int scenario_build(const char *name, struct scenario *sc)
 		}
 		sc->old_plan = p[0];
 		sc->new_plan = p[1];
+	} else if (!strcmp(name, "mixed-tp")) {
+		/*
+		 * Two replicas of one stage, TP 2 on node 0 and TP 4 on node
+		 * 1, hand the model to one GPU of node 2: each quarter of a
+		 * tensor has a holder in either replica.
+		 */
+		struct costmodel_plan *o = scenario_plan_new();
+		struct costmodel_template *tm;
+
+		sc->layout = scenario_layout_dense(nl, 1);
+		sc->topo = scenario_topo(3, 4);
+		tm = scenario_template_add(o, 1, 1);
+		scenario_stage_set(tm, 0, 2, 0, nl - 1);
+		scenario_place(tm, 0, 0, 0, 0);
+		tm = scenario_template_add(o, 1, 1);
+		scenario_stage_set(tm, 0, 4, 0, nl - 1);
+		scenario_place(tm, 0, 0, 1, 0);
+		sc->old_plan = o;
+		sc->new_plan = one_stage(nl, 1, 2, 0);
 	} else if (!strcmp(name, "join")) {
 		/* A third node joins as a replica; the split moves too. */
 		struct costmodel_plan *o = scenario_plan_new();
