@@ -80,10 +80,19 @@ json_t *migrate_to_json(const struct migrate *m)
 	}
 	for (long i = 0; i < m->ntuples; i++) {
 		const struct migrate_tuple *t = &m->tuples[i];
+		json_t *a = json_pack("[i,i,I,I,i,i,i]", t->layer, t->tensor,
+				      (json_int_t)t->lo, (json_int_t)t->hi,
+				      t->from, t->to, t->round);
 
-		if (json_array_append_new(tuples, json_pack("[i,i,I,I,i,i,i]",
-				t->layer, t->tensor, (json_int_t)t->lo,
-				(json_int_t)t->hi, t->from, t->to, t->round)))
+		/* Blocks after the first: how many, and how far apart. */
+		if (a && t->count > 1 &&
+		    (json_array_append_new(a, json_integer(t->count)) ||
+		     json_array_append_new(a,
+				json_integer((json_int_t)t->stride)))) {
+			json_decref(a);
+			goto err;
+		}
+		if (json_array_append_new(tuples, a))
 			goto err;
 	}
 	if (json_object_set_new(root, "predicted", json_pack(
@@ -273,6 +282,21 @@ static int topo_layout_from_json(struct migrate *m, const json_t *root)
 	return 0;
 }
 
+/*
+ * Where block @k of @t lies in the buffer of shards @sh[0..n), or 0 when
+ * none holds it (migrate_check() then names the tuple).
+ */
+static uint64_t block_offset(const struct migrate_shard *sh, int n,
+			     const struct migrate_tuple *t, uint64_t k)
+{
+	uint64_t lo = t->lo + k * t->stride;
+	const struct migrate_shard *s;
+
+	s = migrate_shard_find(sh, n, t->layer, t->tensor, lo,
+			       lo + (t->hi - t->lo));
+	return s ? s->offset + (lo - s->lo) : 0;
+}
+
 int migrate_from_json(const json_t *root, struct migrate **mp)
 {
 	const json_t *ranks, *tuples;
@@ -375,17 +399,18 @@ int migrate_from_json(const json_t *root, struct migrate **mp)
 	}
 	for (long i = 0; i < m->ntuples; i++) {
 		struct migrate_tuple *t = &m->tuples[i];
-		const struct migrate_shard *s;
-		json_int_t x[7];
+		const json_t *a = json_array_get(tuples, i);
+		json_int_t x[9] = { [7] = 1 };
 
 		snprintf(what, sizeof(what), "tuple %ld", i);
-		rc = get_ints(json_array_get(tuples, i), 7, x, what);
+		rc = get_ints(a, json_array_size(a) == 9 ? 9 : 7, x, what);
 		if (rc < 0)
 			goto err;
 		if (x[4] >= m->nranks || x[5] >= m->nranks ||
-		    x[1] >= MIGRATE_NUM_TENSORS) {
+		    x[1] >= MIGRATE_NUM_TENSORS || x[7] < 1 ||
+		    x[7] > INT32_MAX) {
 			rc = ar_seterr(-AR_EINVAL,
-				       "migration: %s names a rank or tensor that does not exist",
+				       "migration: %s names a rank or tensor that does not exist, or no blocks",
 				       what);
 			goto err;
 		}
@@ -393,17 +418,22 @@ int migrate_from_json(const json_t *root, struct migrate **mp)
 			.layer = (int32_t)x[0], .tensor = (int32_t)x[1],
 			.lo = (uint64_t)x[2], .hi = (uint64_t)x[3],
 			.from = (int32_t)x[4], .to = (int32_t)x[5],
-			.round = (int32_t)x[6],
+			.round = (int32_t)x[6], .count = (int32_t)x[7],
+			.stride = x[7] > 1 ? (uint64_t)x[8] : 0,
 		};
-		s = migrate_shard_find(m->old_shards[t->from],
-				       m->n_old[t->from], t->layer, t->tensor,
-				       t->lo, t->hi);
-		if (s)
-			t->src_offset = s->offset + (t->lo - s->lo);
-		s = migrate_shard_find(m->new_shards[t->to], m->n_new[t->to],
-				       t->layer, t->tensor, t->lo, t->hi);
-		if (s)
-			t->dst_offset = s->offset + (t->lo - s->lo);
+		/* The shards place the blocks; migrate_check() holds them. */
+		t->src_offset = block_offset(m->old_shards[t->from],
+					     m->n_old[t->from], t, 0);
+		t->dst_offset = block_offset(m->new_shards[t->to],
+					     m->n_new[t->to], t, 0);
+		if (t->count > 1) {
+			t->src_stride = block_offset(m->old_shards[t->from],
+						     m->n_old[t->from], t, 1) -
+					t->src_offset;
+			t->dst_stride = block_offset(m->new_shards[t->to],
+						     m->n_new[t->to], t, 1) -
+					t->dst_offset;
+		}
 		if (t->round > m->stats.nrounds)
 			m->stats.nrounds = t->round;
 	}
@@ -423,7 +453,7 @@ int migrate_from_json(const json_t *root, struct migrate **mp)
 		const struct migrate_tuple *t = &m->tuples[i];
 
 		if (t->from == t->to)
-			m->stats.bytes_local += t->hi - t->lo;
+			m->stats.bytes_local += migrate_tuple_bytes(t);
 	}
 	*mp = m;
 	return 0;

@@ -149,26 +149,39 @@ struct migrate_shard {
 };
 
 /*
- * One transfer.  @from == @to is a copy inside one GPU (no link used).
- * @round is 0 for stage 1 (intra-pipeline, all at once) and 1.. for the
- * rounds of stage 2.  Offsets locate the bytes in the sender's old buffer
- * and the receiver's new buffer.
+ * One transfer: @count blocks of hi - lo bytes of one tensor.  Block k is
+ * bytes [lo + k * stride, hi + k * stride) of the tensor; it lies at
+ * src_offset + k * src_stride in the sender's old buffer and at
+ * dst_offset + k * dst_stride in the receiver's new buffer.  Most tuples
+ * are one block (count 1, strides 0).  Several blocks are the same slice
+ * of consecutive experts, which an expert re-layout (EP, ETP) moves
+ * between one pair of GPUs: one tuple instead of one per expert.
+ * @from == @to is a copy inside one GPU (no link used).  @round is 0 for
+ * stage 1 (intra-pipeline, all at once) and 1.. for the rounds of stage 2.
  */
 struct migrate_tuple {
 	int32_t layer;
 	int32_t tensor;
-	uint64_t lo, hi;
+	uint64_t lo, hi;		/* its first block */
 	int32_t from, to;		/* migration ranks */
 	int32_t round;
-	uint64_t src_offset;
-	uint64_t dst_offset;
+	int32_t count;			/* blocks, at least 1 */
+	uint64_t stride;		/* in the tensor, block to block */
+	uint64_t src_offset, src_stride;
+	uint64_t dst_offset, dst_stride;
 };
+
+/* The bytes @t moves: all its blocks. */
+static inline uint64_t migrate_tuple_bytes(const struct migrate_tuple *t)
+{
+	return (uint64_t)t->count * (t->hi - t->lo);
+}
 
 struct migrate_stats {
 	uint64_t bytes_moved;		/* over links (from != to) */
 	uint64_t bytes_min;		/* bytes whose owner changes */
 	uint64_t bytes_local;		/* bytes kept on their GPU */
-	long ntuples;			/* transfers over links */
+	long ntuples;			/* tuples over links */
 	int nrounds;			/* stage-2 rounds */
 	double stage1_s;		/* predicted, intra-pipeline stage */
 	double stage2_s;		/* predicted, all rounds */
@@ -182,7 +195,10 @@ struct migrate {
 	struct migrate_rank *ranks;	/* [nranks], sorted by (node, gpu) */
 	struct migrate_topo *topo;	/* owned copy */
 	struct migrate_layout *layout;	/* owned copy */
-	/* shard lists per rank, sorted by (layer, tensor, lo) */
+	/*
+	 * Shard lists per rank, sorted by (layer, tensor, lo); ranks that
+	 * hold the same shards may share one list.
+	 */
 	struct migrate_shard **old_shards;	/* [nranks][n_old[r]] */
 	int *n_old;
 	struct migrate_shard **new_shards;
@@ -278,7 +294,9 @@ struct migrate_transport;		/* opaque */
  * migrate_transport_mpi_create() - host-buffer transport over MPI
  * point-to-point (MPI_Isend/MPI_Irecv).  @mpi_comm points to an MPI_Comm
  * whose rank i is migration rank i (NULL: MPI_COMM_WORLD).  MPI must be
- * initialized.  -AR_ENOTBUILT when built without MPI.
+ * initialized.  Collective: the ranks agree on the message size (1 GiB,
+ * or ARACHNE_MIGRATE_MPI_CHUNK, docs/migrate.md).  -AR_ENOTBUILT when
+ * built without MPI.
  */
 int migrate_transport_mpi_create(const void *mpi_comm,
 				 struct migrate_transport **tpp);

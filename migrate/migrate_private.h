@@ -29,14 +29,22 @@ static inline uint64_t migrate_split(uint64_t total, uint64_t i, uint64_t n)
 }
 
 enum migrate_link migrate_link_of(const struct migrate *m, int a, int b);
-/* Per-direction bandwidth (bytes/s) of the link class between two ranks. */
-double migrate_link_Bps(const struct migrate *m, int a, int b);
+/*
+ * The rate (bytes/s) of one stage-2 transfer from @from to @to: the
+ * intra-node link, or each GPU's share of its node's NIC (the node's GPUs
+ * send and receive at once), the slower end's.
+ */
+double migrate_share_Bps(const struct migrate *m, int from, int to);
 
 /* Deep copies used by migrate_diff() and migrate_from_json(). */
 struct migrate_layout *migrate_layout_dup(const struct migrate_layout *l);
 struct migrate_topo *migrate_topo_dup(const struct migrate_topo *t);
 
-/* Builds the rounds of stage 2 and the offsets (schedule.c). */
+/*
+ * Builds the rounds of stage 2 (schedule.c) from the tuples in the order
+ * migrate_diff() emits them, receiver by receiver in shard order, and
+ * sizes them from @m->stats.lower_bound_s, which the diff's loads give.
+ */
 int migrate_schedule(struct migrate *m, const struct migrate_opts *opts);
 
 /* Fills every shard's buffer offset from the shard order (diff.c). */

@@ -44,42 +44,49 @@ int migrate_run(const struct migrate *m, struct migrate_transport *tp,
 			opts->progress(opts->progress_arg, step,
 				       m->stats.nrounds + 1);
 		nx = 0;
-		for (; i < m->ntuples && m->tuples[i].round <= step; i++) {
+		for (; i < m->ntuples && m->tuples[i].round <= step && rc == 0;
+		     i++) {
 			const struct migrate_tuple *t = &m->tuples[i];
-			size_t bytes = t->hi - t->lo;
 
 			if (t->from != me && t->to != me)
 				continue;
-			if (t->from == t->to) {
-				rc = tp->ops->copy(tp, dst + t->dst_offset,
-						   src + t->src_offset, bytes);
-				if (rc < 0)
-					break;
-				continue;
-			}
-			if (nx == cap) {
-				int c = cap ? 2 * cap : 64;
-				struct migrate_xfer *v = realloc(xs,
-							c * sizeof(*v));
+			/* One transfer per block, in order on both sides. */
+			for (uint64_t k = 0; k < (uint64_t)t->count; k++) {
+				size_t bytes = t->hi - t->lo;
+				const char *from = src + t->src_offset +
+						   k * t->src_stride;
+				char *to = dst + t->dst_offset +
+					   k * t->dst_stride;
 
-				if (!v) {
-					rc = -ENOMEM;
-					break;
+				if (t->from == t->to) {
+					rc = tp->ops->copy(tp, to, from, bytes);
+					if (rc < 0)
+						break;
+					continue;
 				}
-				xs = v;
-				cap = c;
+				if (nx == cap) {
+					int c = cap ? 2 * cap : 64;
+					struct migrate_xfer *v = realloc(xs,
+								c * sizeof(*v));
+
+					if (!v) {
+						rc = -ENOMEM;
+						break;
+					}
+					xs = v;
+					cap = c;
+				}
+				xs[nx++] = t->from == me ?
+					(struct migrate_xfer){
+						.peer = t->to, .bytes = bytes,
+						.buf = (void *)from,
+						.send = true,
+					} :
+					(struct migrate_xfer){
+						.peer = t->from, .bytes = bytes,
+						.buf = to, .send = false,
+					};
 			}
-			xs[nx++] = t->from == me ?
-				(struct migrate_xfer){
-					.peer = t->to, .bytes = bytes,
-					.buf = (void *)(src + t->src_offset),
-					.send = true,
-				} :
-				(struct migrate_xfer){
-					.peer = t->from, .bytes = bytes,
-					.buf = dst + t->dst_offset,
-					.send = false,
-				};
 		}
 		if (rc == 0 && nx > 0)
 			rc = tp->ops->step(tp, xs, nx, timeout_s);

@@ -86,19 +86,19 @@ static void step_load_clear(struct step_load *sl, const struct migrate *m)
 	memset(sl->nic_in, 0, m->topo->nnodes * sizeof(double));
 }
 
+/* Adds @bytes from rank @from to rank @to. */
 static void step_load_add(struct step_load *sl, const struct migrate *m,
-			  const struct migrate_tuple *t)
+			  int from, int to, double bytes)
 {
-	double bytes = (double)(t->hi - t->lo);
-	int nf = m->ranks[t->from].node, nt = m->ranks[t->to].node;
+	int nf = m->ranks[from].node, nt = m->ranks[to].node;
 
-	switch (migrate_link_of(m, t->from, t->to)) {
+	switch (migrate_link_of(m, from, to)) {
 	case MIGRATE_LINK_LOCAL:
 		break;
 	case MIGRATE_LINK_INTRA:
-		sl->gpu_out[t->from] +=
+		sl->gpu_out[from] +=
 			bytes / (m->topo->nodes[nf].intra_GBps * 1e9);
-		sl->gpu_in[t->to] +=
+		sl->gpu_in[to] +=
 			bytes / (m->topo->nodes[nt].intra_GBps * 1e9);
 		break;
 	case MIGRATE_LINK_NET:
@@ -140,9 +140,10 @@ void migrate_predict(struct migrate *m)
 	if (step_load_init(&all, m) < 0 || step_load_init(&step, m) < 0)
 		goto out;
 
-	for (long i = 0; i <= m->ntuples; i++) {
+	for (long i = 0, j; i <= m->ntuples; i = j) {
 		const struct migrate_tuple *t = i < m->ntuples ?
 						&m->tuples[i] : NULL;
+		uint64_t bytes = 0;
 
 		if (!t || t->round != round) {
 			double busiest = step_load_max(&step, m);
@@ -157,12 +158,17 @@ void migrate_predict(struct migrate *m)
 				break;
 			round = t->round;
 		}
+		/* A pair's tuples of one step load the same links: add once. */
+		for (j = i; j < m->ntuples && m->tuples[j].round == round &&
+		     m->tuples[j].from == t->from && m->tuples[j].to == t->to;
+		     j++)
+			bytes += migrate_tuple_bytes(&m->tuples[j]);
 		if (t->from == t->to)
 			continue;
-		st->bytes_moved += t->hi - t->lo;
-		st->ntuples++;
-		step_load_add(&step, m, t);
-		step_load_add(&all, m, t);
+		st->bytes_moved += bytes;
+		st->ntuples += j - i;
+		step_load_add(&step, m, t->from, t->to, (double)bytes);
+		step_load_add(&all, m, t->from, t->to, (double)bytes);
 	}
 	st->lower_bound_s = step_load_max(&all, m);
 	st->time_s = st->stage1_s + st->stage2_s;
@@ -181,30 +187,64 @@ struct chunk {
 	int from, to;
 	double time;			/* on its per-GPU link share */
 	int round;
-};
-
-/* A piece of a tuple that travels in chunk @chunk. */
-struct piece {
-	long tuple;
-	uint64_t lo, hi;
-	long chunk;
+	long tuple;			/* its first byte: in this tuple */
+	uint64_t at;			/* at this byte of the tuple's blocks */
+	uint64_t bytes;
+	long npieces;			/* tuples it is made of */
 };
 
 /*
- * Per-GPU share of a link for chunk sizing: a node's NIC serves all its
- * GPUs, so a network chunk is sized for its share of the slower NIC.
+ * Bytes [@a, @b) of block @k of @t and the @nblocks - 1 blocks after it
+ * (whole blocks when there are several), as one tuple in *@o.
  */
-static double chunk_Bps(const struct migrate *m, int from, int to)
+static void tuple_part(const struct migrate_tuple *t, uint64_t k,
+		       uint64_t a, uint64_t b, uint64_t nblocks,
+		       struct migrate_tuple *o)
 {
-	const struct migrate_node *nf = &m->topo->nodes[m->ranks[from].node];
-	const struct migrate_node *nt = &m->topo->nodes[m->ranks[to].node];
-	double a, b;
+	*o = *t;
+	o->lo = t->lo + k * t->stride + a;
+	o->hi = o->lo + (b - a);
+	o->src_offset += k * t->src_stride + a;
+	o->dst_offset += k * t->dst_stride + a;
+	o->count = (int32_t)nblocks;
+	if (nblocks == 1)
+		o->stride = o->src_stride = o->dst_stride = 0;
+}
 
-	if (migrate_link_of(m, from, to) == MIGRATE_LINK_INTRA)
-		return nf->intra_GBps * 1e9;
-	a = nf->nic_GBps * 1e9 / (nf->gpus > 0 ? nf->gpus : 1);
-	b = nt->nic_GBps * 1e9 / (nt->gpus > 0 ? nt->gpus : 1);
-	return a < b ? a : b;
+/*
+ * Bytes [@x0, @x1) of @t's blocks taken end to end, as at most 3 tuples:
+ * the end of a first block, whole blocks, the start of a last block.
+ * Writes them to @out unless it is NULL; returns how many.
+ */
+static int tuple_slice(const struct migrate_tuple *t, uint64_t x0,
+		       uint64_t x1, struct migrate_tuple *out)
+{
+	uint64_t len = t->hi - t->lo;
+	uint64_t k0 = x0 / len, r0 = x0 % len, k1 = x1 / len, r1 = x1 % len;
+	int n = 0;
+
+	if (k0 == k1) {
+		if (out)
+			tuple_part(t, k0, r0, r1, 1, out);
+		return 1;
+	}
+	if (r0) {
+		if (out)
+			tuple_part(t, k0, r0, len, 1, &out[n]);
+		n++;
+		k0++;
+	}
+	if (k1 > k0) {
+		if (out)
+			tuple_part(t, k0, 0, len, k1 - k0, &out[n]);
+		n++;
+	}
+	if (r1) {
+		if (out)
+			tuple_part(t, k1, 0, r1, 1, &out[n]);
+		n++;
+	}
+	return n;
 }
 
 /*
@@ -311,15 +351,16 @@ out:
 }
 
 /*
- * Stable counting sort of @m's tuples by @key (the sender, or the round),
- * in O(n): migrate_diff() emits tuples receiver by receiver in shard
- * order, so sorting that by sender gives (from, to, layer, tensor, lo),
- * and sorting the result by round gives the list's order.
+ * Stable counting sort of @m's tuples by sender, in O(n): migrate_diff()
+ * emits tuples receiver by receiver in shard order, so this gives
+ * (from, to, layer, tensor, lo).  The unsorted array is handed back in
+ * *@sparep for place_chunks() to reuse: its pages are already mapped.
  */
-static int tuples_sort_by(struct migrate *m, bool by_round, int nkeys)
+static int tuples_sort_by_sender(struct migrate *m,
+				 struct migrate_tuple **sparep)
 {
 	struct migrate_tuple *out;
-	long *pos = calloc(nkeys + 1, sizeof(long));
+	long *pos = calloc((size_t)m->nranks + 1, sizeof(long));
 
 	out = malloc((m->ntuples + 1) * sizeof(*out));
 	if (!pos || !out) {
@@ -328,13 +369,12 @@ static int tuples_sort_by(struct migrate *m, bool by_round, int nkeys)
 		return -ENOMEM;
 	}
 	for (long i = 0; i < m->ntuples; i++)
-		pos[(by_round ? m->tuples[i].round : m->tuples[i].from) + 1]++;
-	for (int k = 0; k < nkeys; k++)
-		pos[k + 1] += pos[k];
+		pos[m->tuples[i].from + 1]++;
+	for (int r = 0; r < m->nranks; r++)
+		pos[r + 1] += pos[r];
 	for (long i = 0; i < m->ntuples; i++)
-		out[pos[by_round ? m->tuples[i].round :
-			m->tuples[i].from]++] = m->tuples[i];
-	free(m->tuples);
+		out[pos[m->tuples[i].from]++] = m->tuples[i];
+	*sparep = m->tuples;
 	m->tuples = out;
 	free(pos);
 	return 0;
@@ -361,14 +401,13 @@ static int grow(void **v, long *cap, long need, size_t size)
 /*
  * Cuts the stage-2 tuples of each (sender, receiver) pair, in list order,
  * into chunks of @round_s on the pair's link share (at least @min_chunk).
+ * Stores the number of stage-1 tuples in *@nstage1p.
  */
 static int make_chunks(struct migrate *m, double round_s, uint64_t min_chunk,
-		       struct chunk **csp, long *ncp, struct piece **psp,
-		       long *npp)
+		       struct chunk **csp, long *ncp, long *nstage1p)
 {
 	struct chunk *cs = NULL;
-	struct piece *ps = NULL;
-	long nc = 0, ccap = 0, np = 0, pcap = 0;
+	long nc = 0, ccap = 0, nstage1 = 0;
 
 	for (long i = 0; i < m->ntuples;) {
 		const struct migrate_tuple *t = &m->tuples[i];
@@ -381,35 +420,38 @@ static int make_chunks(struct migrate *m, double round_s, uint64_t min_chunk,
 		       m->tuples[j].to == to)
 			j++;
 		if (from == to || same_pipeline(m, from, to)) {
+			nstage1 += j - i;
 			i = j;
 			continue;
 		}
-		bps = chunk_Bps(m, from, to);
+		bps = migrate_share_Bps(m, from, to);
 		size = (uint64_t)(round_s * bps);
 		if (size < min_chunk)
 			size = min_chunk;
 		for (; i < j; i++) {
+			uint64_t bytes;
+
 			t = &m->tuples[i];
-			for (uint64_t a = t->lo; a < t->hi;) {
+			bytes = migrate_tuple_bytes(t);
+			for (uint64_t a = 0; a < bytes;) {
 				uint64_t take;
 
 				if (room == 0) {
 					if (grow((void **)&cs, &ccap, nc + 1,
-						 sizeof(*cs)) < 0)
-						goto nomem;
+						 sizeof(*cs)) < 0) {
+						free(cs);
+						return -ENOMEM;
+					}
 					cs[nc++] = (struct chunk){
 						.from = from, .to = to,
+						.tuple = i, .at = a,
 					};
 					room = size;
 				}
-				take = t->hi - a < room ? t->hi - a : room;
-				if (grow((void **)&ps, &pcap, np + 1,
-					 sizeof(*ps)) < 0)
-					goto nomem;
-				ps[np++] = (struct piece){
-					.tuple = i, .lo = a, .hi = a + take,
-					.chunk = nc - 1,
-				};
+				take = bytes - a < room ? bytes - a : room;
+				cs[nc - 1].bytes += take;
+				cs[nc - 1].npieces +=
+					tuple_slice(t, a, a + take, NULL);
 				cs[nc - 1].time += (double)take / bps;
 				room -= take;
 				a += take;
@@ -418,81 +460,104 @@ static int make_chunks(struct migrate *m, double round_s, uint64_t min_chunk,
 	}
 	*csp = cs;
 	*ncp = nc;
-	*psp = ps;
-	*npp = np;
+	*nstage1p = nstage1;
 	return 0;
-nomem:
-	free(cs);
-	free(ps);
-	return -ENOMEM;
+}
+
+/*
+ * The final list, in *@sparep's memory, from the tuples sorted by sender
+ * and their chunks, each with its round: stage 1's tuples as they are,
+ * then every chunk's pieces, each written straight to its place.  Chunks
+ * come by sender and a sender has one chunk per round, so each round's
+ * part stays sorted.
+ */
+static int place_chunks(struct migrate *m, const struct chunk *cs, long nc,
+			long nstage1, int nrounds, struct migrate_tuple **sparep)
+{
+	long *pos = calloc((size_t)nrounds + 2, sizeof(long));
+	struct migrate_tuple *out;
+	long total = nstage1;
+
+	for (long c = 0; c < nc; c++)
+		total += cs[c].npieces;
+	out = pos ? realloc(*sparep, (total + 1) * sizeof(*out)) : NULL;
+	if (!out) {
+		free(pos);
+		return -ENOMEM;
+	}
+	*sparep = NULL;
+	pos[1] = nstage1;
+	for (long c = 0; c < nc; c++)
+		pos[cs[c].round + 1] += cs[c].npieces;
+	for (int r = 1; r <= nrounds; r++)
+		pos[r + 1] += pos[r];
+
+	for (long i = 0; i < m->ntuples; i++) {
+		const struct migrate_tuple *t = &m->tuples[i];
+
+		if (t->from == t->to || same_pipeline(m, t->from, t->to))
+			out[pos[0]++] = *t;
+	}
+	for (long c = 0; c < nc; c++) {
+		uint64_t left = cs[c].bytes;
+		long *at = &pos[cs[c].round];
+
+		for (long i = cs[c].tuple; left > 0; i++) {
+			const struct migrate_tuple *t = &m->tuples[i];
+			uint64_t a = i == cs[c].tuple ? cs[c].at : 0;
+			uint64_t e = migrate_tuple_bytes(t) - a < left ?
+				     migrate_tuple_bytes(t) : a + left;
+			int n = tuple_slice(t, a, e, &out[*at]);
+
+			for (int k = 0; k < n; k++)
+				out[*at + k].round = cs[c].round;
+			*at += n;
+			left -= e - a;
+		}
+	}
+	free(m->tuples);
+	m->tuples = out;
+	m->ntuples = total;
+	free(pos);
+	return 0;
 }
 
 int migrate_schedule(struct migrate *m, const struct migrate_opts *opts)
 {
 	uint64_t min_chunk = opts->min_chunk_bytes ? opts->min_chunk_bytes :
 						     DEFAULT_MIN_CHUNK;
+	struct migrate_tuple *spare = NULL;
 	struct chunk *cs = NULL;
-	struct piece *ps = NULL;
-	struct migrate_tuple *out = NULL;
-	long nc = 0, np = 0, nout = 0;
+	long nc = 0, nstage1 = 0;
 	double round_s = opts->round_s;
 	int nrounds = 0, rc = 0;
 
-	/* Everything in stage 1 first: the lower bound sizes the rounds. */
-	for (long i = 0; i < m->ntuples; i++)
-		m->tuples[i].round = 0;
-	migrate_predict(m);
 	if (round_s <= 0.0) {
 		round_s = m->stats.lower_bound_s / TARGET_ROUNDS;
 		if (round_s < MIN_ROUND_S)
 			round_s = MIN_ROUND_S;
 	}
 	/* Pairs together, in the order both sides will post them. */
-	rc = tuples_sort_by(m, false, m->nranks);
+	rc = tuples_sort_by_sender(m, &spare);
 	if (rc < 0)
 		goto out;
 
-	rc = make_chunks(m, round_s, min_chunk, &cs, &nc, &ps, &np);
+	rc = make_chunks(m, round_s, min_chunk, &cs, &nc, &nstage1);
 	if (rc < 0)
 		goto out;
 	if (nc) {
 		rc = pack_rounds(m, cs, nc, &nrounds);
 		if (rc < 0)
 			goto out;
-		out = malloc((m->ntuples + np + 1) * sizeof(*out));
-		if (!out) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		for (long i = 0; i < m->ntuples; i++) {
-			const struct migrate_tuple *t = &m->tuples[i];
-
-			if (t->from == t->to ||
-			    same_pipeline(m, t->from, t->to))
-				out[nout++] = *t;
-		}
-		for (long i = 0; i < np; i++) {
-			struct migrate_tuple t = m->tuples[ps[i].tuple];
-
-			t.src_offset += ps[i].lo - t.lo;
-			t.dst_offset += ps[i].lo - t.lo;
-			t.lo = ps[i].lo;
-			t.hi = ps[i].hi;
-			t.round = cs[ps[i].chunk].round;
-			out[nout++] = t;
-		}
-		free(m->tuples);
-		m->tuples = out;
-		m->ntuples = nout;
-		rc = tuples_sort_by(m, true, nrounds + 1);
+		rc = place_chunks(m, cs, nc, nstage1, nrounds, &spare);
 		if (rc < 0)
 			goto out;
 	}
 	m->stats.nrounds = nrounds;
 	migrate_predict(m);
 out:
+	free(spare);
 	free(cs);
-	free(ps);
 	return rc;
 }
 
@@ -524,11 +589,16 @@ migrate_shard_find(const struct migrate_shard *sh, int n, int layer,
 	return sh;
 }
 
-/* Tuples by (receiver, layer, tensor, lo), for the tiling check. */
-static int recv_cmp(const void *a, const void *b)
+/* A block of a tuple, for the tiling check. */
+struct block {
+	int32_t to, layer, tensor;
+	uint64_t lo, hi;
+};
+
+/* By (receiver, layer, tensor, lo). */
+static int block_cmp(const void *a, const void *b)
 {
-	const struct migrate_tuple *x = *(const struct migrate_tuple *const *)a;
-	const struct migrate_tuple *y = *(const struct migrate_tuple *const *)b;
+	const struct block *x = a, *y = b;
 
 	if (x->to != y->to)
 		return x->to < y->to ? -1 : 1;
@@ -547,91 +617,139 @@ bool migrate_is_fresh(const struct migrate *m)
 	return true;
 }
 
+/*
+ * Ranks, layer and tensor exist, and the blocks are in order, apart and
+ * inside the tensor.
+ */
+static bool tuple_is_wellformed(const struct migrate *m,
+				const struct migrate_tuple *t)
+{
+	uint64_t len = t->hi - t->lo, bytes;
+
+	if (t->from < 0 || t->from >= m->nranks || t->to < 0 ||
+	    t->to >= m->nranks || t->layer < 0 ||
+	    t->layer >= m->layout->nlayers || t->tensor < 0 ||
+	    t->tensor >= MIGRATE_NUM_TENSORS || t->lo >= t->hi ||
+	    t->count < 1)
+		return false;
+	bytes = m->layout->layers[t->layer].bytes[t->tensor];
+	if (t->hi > bytes)
+		return false;
+	if (t->count == 1)
+		return true;
+	return t->stride >= len && t->src_stride >= len &&
+	       t->dst_stride >= len &&
+	       (uint64_t)(t->count - 1) <= (bytes - t->hi) / t->stride;
+}
+
+/*
+ * Block @k of tuple @i (@t) lies in a shard of its sender's old state and
+ * of its receiver's new state, at the offsets the tuple gives.
+ */
+static int block_check(const struct migrate *m, long i,
+		       const struct migrate_tuple *t, uint64_t k)
+{
+	uint64_t lo = t->lo + k * t->stride, hi = lo + (t->hi - t->lo);
+	uint64_t src = t->src_offset + k * t->src_stride;
+	uint64_t dst = t->dst_offset + k * t->dst_stride;
+	const struct migrate_shard *s;
+
+	s = migrate_shard_find(m->old_shards[t->from], m->n_old[t->from],
+			       t->layer, t->tensor, lo, hi);
+	if (!s || s->offset + (lo - s->lo) != src)
+		return ar_seterr(-AR_EINVAL,
+				 "tuple %ld: rank %d does not hold layer %d tensor %d [%llu, %llu) at offset %llu",
+				 i, t->from, t->layer, t->tensor,
+				 (unsigned long long)lo,
+				 (unsigned long long)hi,
+				 (unsigned long long)src);
+	s = migrate_shard_find(m->new_shards[t->to], m->n_new[t->to],
+			       t->layer, t->tensor, lo, hi);
+	if (!s || s->offset + (lo - s->lo) != dst)
+		return ar_seterr(-AR_EINVAL,
+				 "tuple %ld: rank %d needs no layer %d tensor %d [%llu, %llu) at offset %llu",
+				 i, t->to, t->layer, t->tensor,
+				 (unsigned long long)lo,
+				 (unsigned long long)hi,
+				 (unsigned long long)dst);
+	return 0;
+}
+
 int migrate_check(const struct migrate *m)
 {
-	const struct migrate_tuple **byrecv = NULL;
+	struct block *blocks = NULL;
 	int *peer_out = NULL, *peer_in = NULL;
-	long j = 0;
+	long nblocks = 0, j = 0;
 	int rc = 0;
-
-	byrecv = malloc((m->ntuples + 1) * sizeof(*byrecv));
-	peer_out = malloc((m->nranks + 1) * sizeof(int));
-	peer_in = malloc((m->nranks + 1) * sizeof(int));
-	if (!byrecv || !peer_out || !peer_in) {
-		rc = -ENOMEM;
-		goto out;
-	}
 
 	for (long i = 0; i < m->ntuples; i++) {
 		const struct migrate_tuple *t = &m->tuples[i];
-		const struct migrate_shard *s;
 
-		if (t->from < 0 || t->from >= m->nranks || t->to < 0 ||
-		    t->to >= m->nranks || t->lo >= t->hi) {
+		if (!tuple_is_wellformed(m, t)) {
 			rc = ar_seterr(-AR_EINVAL, "tuple %ld is malformed", i);
-			goto out;
-		}
-		s = migrate_shard_find(m->old_shards[t->from],
-				       m->n_old[t->from],
-				     t->layer, t->tensor, t->lo, t->hi);
-		if (!s || s->offset + (t->lo - s->lo) != t->src_offset) {
-			rc = ar_seterr(-AR_EINVAL,
-				       "tuple %ld: rank %d does not hold layer %d tensor %d [%llu, %llu) at offset %llu",
-				       i, t->from, t->layer, t->tensor,
-				       (unsigned long long)t->lo,
-				       (unsigned long long)t->hi,
-				       (unsigned long long)t->src_offset);
-			goto out;
-		}
-		s = migrate_shard_find(m->new_shards[t->to], m->n_new[t->to],
-				     t->layer, t->tensor, t->lo, t->hi);
-		if (!s || s->offset + (t->lo - s->lo) != t->dst_offset) {
-			rc = ar_seterr(-AR_EINVAL,
-				       "tuple %ld: rank %d needs no layer %d tensor %d [%llu, %llu) at offset %llu",
-				       i, t->to, t->layer, t->tensor,
-				       (unsigned long long)t->lo,
-				       (unsigned long long)t->hi,
-				       (unsigned long long)t->dst_offset);
 			goto out;
 		}
 		if (i && migrate_tuple_cmp(&m->tuples[i - 1], t) > 0) {
 			rc = ar_seterr(-AR_EINVAL, "tuple %ld is out of order", i);
 			goto out;
 		}
-		byrecv[i] = t;
+		nblocks += t->count;
+	}
+	blocks = malloc((nblocks + 1) * sizeof(*blocks));
+	peer_out = malloc((m->nranks + 1) * sizeof(int));
+	peer_in = malloc((m->nranks + 1) * sizeof(int));
+	if (!blocks || !peer_out || !peer_in) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	nblocks = 0;
+	for (long i = 0; i < m->ntuples; i++) {
+		const struct migrate_tuple *t = &m->tuples[i];
+
+		for (uint64_t k = 0; k < (uint64_t)t->count; k++) {
+			rc = block_check(m, i, t, k);
+			if (rc < 0)
+				goto out;
+			blocks[nblocks++] = (struct block){
+				.to = t->to, .layer = t->layer,
+				.tensor = t->tensor,
+				.lo = t->lo + k * t->stride,
+				.hi = t->hi + k * t->stride,
+			};
+		}
 	}
 
 	/*
-	 * Every new byte exactly once: receivers' tuples tile their shards.
+	 * Every new byte exactly once: receivers' blocks tile their shards.
 	 * A job that starts (no old state anywhere) has nothing to tile.
 	 */
-	qsort(byrecv, m->ntuples, sizeof(*byrecv), recv_cmp);
+	qsort(blocks, nblocks, sizeof(*blocks), block_cmp);
 	for (int r = 0; r < m->nranks && !migrate_is_fresh(m); r++) {
 		for (int i = 0; i < m->n_new[r]; i++) {
 			const struct migrate_shard *s = &m->new_shards[r][i];
 			uint64_t at = s->lo;
 
 			while (at < s->hi) {
-				const struct migrate_tuple *t =
-					j < m->ntuples ? byrecv[j] : NULL;
+				const struct block *b =
+					j < nblocks ? &blocks[j] : NULL;
 
-				if (!t || t->to != r || t->layer != s->layer ||
-				    t->tensor != s->tensor || t->lo != at) {
+				if (!b || b->to != r || b->layer != s->layer ||
+				    b->tensor != s->tensor || b->lo != at) {
 					rc = ar_seterr(-AR_EINVAL,
 						       "rank %d layer %d tensor %d: byte %llu has %s source",
 						       r, s->layer, s->tensor,
 						       (unsigned long long)at,
-						       t && t->to == r &&
-						       t->layer == s->layer &&
-						       t->tensor == s->tensor &&
-						       t->lo < at ? "more than one" : "no");
+						       b && b->to == r &&
+						       b->layer == s->layer &&
+						       b->tensor == s->tensor &&
+						       b->lo < at ? "more than one" : "no");
 					goto out;
 				}
-				at = t->hi;
+				at = b->hi;
 				j++;
 			}
 		}
-		if (j < m->ntuples && byrecv[j]->to == r) {
+		if (j < nblocks && blocks[j].to == r) {
 			rc = ar_seterr(-AR_EINVAL,
 				       "rank %d receives bytes outside its new shards",
 				       r);
@@ -664,7 +782,7 @@ int migrate_check(const struct migrate *m)
 		}
 	}
 out:
-	free(byrecv);
+	free(blocks);
 	free(peer_out);
 	free(peer_in);
 	return rc;

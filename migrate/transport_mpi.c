@@ -21,13 +21,19 @@
 #define AR_INTERNAL
 #include "migrate_private.h"
 
-/* MPI counts are int: larger transfers go as several messages. */
-#define MAX_MESSAGE	(1u << 30)
+/*
+ * MPI counts are int: a transfer goes as messages of at most 1 GiB, or of
+ * ARACHNE_MIGRATE_MPI_CHUNK bytes (from MIN_CHUNK to INT_MAX), which lets
+ * the tests split a few MiB into many messages.
+ */
+#define DEFAULT_CHUNK	(1 << 30)
+#define MIN_CHUNK	1024
 #define DATA_TAG	0x4152		/* "AR" */
 
 struct mpi_priv {
 	MPI_Comm data;
 	MPI_Comm ctl;
+	size_t chunk;			/* bytes per message, on every rank */
 };
 
 /* Polling must leave the CPU to peers when ranks share cores. */
@@ -53,11 +59,17 @@ static int mpi_step(struct migrate_transport *tp, struct migrate_xfer *xs,
 	struct mpi_priv *p = tp->priv;
 	MPI_Request *reqs;
 	int *peer_of, *done;
-	int nreq = 0, left, rc = 0, code;
+	size_t nmsg = 0;
+	int nreq, left, rc = 0, code;
 	double last = ar_now();
 
 	for (int i = 0; i < nx; i++)
-		nreq += (int)((xs[i].bytes + MAX_MESSAGE - 1) / MAX_MESSAGE);
+		nmsg += (xs[i].bytes + p->chunk - 1) / p->chunk;
+	if (nmsg > INT_MAX)
+		return ar_seterr(-AR_EINVAL,
+				 "migrate: one step needs %zu MPI messages; ARACHNE_MIGRATE_MPI_CHUNK is too small",
+				 nmsg);
+	nreq = (int)nmsg;
 	reqs = calloc(nreq + 1, sizeof(*reqs));
 	peer_of = calloc(nreq + 1, sizeof(*peer_of));
 	done = calloc(nreq + 1, sizeof(*done));
@@ -74,11 +86,9 @@ static int mpi_step(struct migrate_transport *tp, struct migrate_xfer *xs,
 
 			if (x->send != (pass == 1))
 				continue;
-			for (size_t off = 0; off < x->bytes;
-			     off += MAX_MESSAGE) {
+			for (size_t off = 0; off < x->bytes; off += p->chunk) {
 				size_t rest = x->bytes - off;
-				int n = (int)(rest > MAX_MESSAGE ?
-					      MAX_MESSAGE : rest);
+				int n = (int)(rest > p->chunk ? p->chunk : rest);
 				char *b = (char *)x->buf + off;
 				MPI_Request *rq = &reqs[nreq];
 
@@ -216,12 +226,42 @@ static const struct migrate_transport_ops mpi_ops = {
 	.destroy = mpi_destroy,
 };
 
+/*
+ * The message size of every rank: a receive is posted with the size of the
+ * message it is to match, so the ranks take the smallest they were given.
+ * Collective; a rank given a bad size makes every rank fail.
+ */
+static int mpi_chunk_agree(struct mpi_priv *p)
+{
+	const char *env = getenv("ARACHNE_MIGRATE_MPI_CHUNK");
+	long long mine = DEFAULT_CHUNK, all = 0;
+	char *end;
+	int code;
+
+	if (env) {
+		errno = 0;
+		mine = strtoll(env, &end, 10);
+		if (errno || end == env || *end || mine < MIN_CHUNK ||
+		    mine > INT_MAX)
+			mine = 0;
+	}
+	code = MPI_Allreduce(&mine, &all, 1, MPI_LONG_LONG, MPI_MIN, p->ctl);
+	if (code != MPI_SUCCESS)
+		return mpi_err(code, "Allreduce");
+	if (all == 0)
+		return ar_seterr(-AR_EINVAL,
+				 "migrate: ARACHNE_MIGRATE_MPI_CHUNK must be a number of bytes from %d to %d on every rank",
+				 MIN_CHUNK, INT_MAX);
+	p->chunk = (size_t)all;
+	return 0;
+}
+
 int migrate_mpi_open(const void *mpi_comm, struct migrate_transport **tpp)
 {
 	MPI_Comm comm = mpi_comm ? *(const MPI_Comm *)mpi_comm : MPI_COMM_WORLD;
 	struct migrate_transport *tp;
 	struct mpi_priv *p;
-	int inited = 0, code;
+	int inited = 0, code, rc;
 
 	*tpp = NULL;
 	MPI_Initialized(&inited);
@@ -245,6 +285,14 @@ int migrate_mpi_open(const void *mpi_comm, struct migrate_transport **tpp)
 	/* Errors come back as codes: a dead peer must not end our cleanup. */
 	MPI_Comm_set_errhandler(p->data, MPI_ERRORS_RETURN);
 	MPI_Comm_set_errhandler(p->ctl, MPI_ERRORS_RETURN);
+	rc = mpi_chunk_agree(p);
+	if (rc < 0) {
+		MPI_Comm_free(&p->data);
+		MPI_Comm_free(&p->ctl);
+		free(tp);
+		free(p);
+		return rc;
+	}
 	MPI_Comm_rank(p->data, &tp->rank);
 	MPI_Comm_size(p->data, &tp->size);
 	tp->ops = &mpi_ops;

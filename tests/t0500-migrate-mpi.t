@@ -2,10 +2,11 @@
 test_description='arachne-migrate: end to end on the MPI transport
 
 Every scenario of migrate-fixture (TP 2->4 and 4->2, a stage boundary that
-moves, replicas added and removed, a GPU type change, an EP layout change,
-a node that joins, two GPUs that swap stages) runs under mpirun with 2 to 8
-ranks over real shard files; afterwards every byte of every new shard is
-checked and each shard checksum printed.'
+moves, replicas added and removed, a GPU type change, two EP layout changes,
+old replicas of two TP degrees, a node that joins, two GPUs that swap
+stages) runs under mpirun with 2 to 8 ranks over real shard files;
+afterwards every byte of every new shard is checked and each shard checksum
+printed.'
 . "$(dirname "$0")/lib.sh"
 
 MIGRATE="$top_builddir/migrate/arachne-migrate"
@@ -38,7 +39,8 @@ migrate_scenario() {
 	test "$(grep -c " ok$" "$name.verify")" -gt 0
 }
 
-for s in pair tp2to4 tp4to2 stages replica-add replica-remove gpu-type ep join
+for s in pair tp2to4 tp4to2 stages replica-add replica-remove gpu-type ep \
+	ep-relayout mixed-tp join
 do
 	test_expect_success "migrate $s: every new shard has the right bytes" "
 		migrate_scenario $s 3

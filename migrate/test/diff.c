@@ -62,7 +62,7 @@ static uint64_t bytes_between(const struct migrate *m, int from, int to)
 
 	for (long i = 0; i < m->ntuples; i++)
 		if (m->tuples[i].from == from && m->tuples[i].to == to)
-			sum += m->tuples[i].hi - m->tuples[i].lo;
+			sum += migrate_tuple_bytes(&m->tuples[i]);
 	return sum;
 }
 
@@ -75,6 +75,73 @@ static void check_accounting(const struct migrate *m)
 	assert_true(m->stats.time_s >= m->stats.lower_bound_s * (1 - 1e-12));
 }
 
+/*
+ * Runs @m in memory, apart from migrate_check(): the old buffers hold
+ * every old shard's bytes (scenario_byte()), every block of every tuple is
+ * copied from its sender's old buffer to its receiver's new buffer, and
+ * then every byte of every new shard must have been written exactly once,
+ * with its own value.
+ */
+static void check_by_copy(const struct migrate *m)
+{
+	unsigned char **old = calloc(m->nranks, sizeof(*old));
+	unsigned char **now = calloc(m->nranks, sizeof(*now));
+	unsigned char **seen = calloc(m->nranks, sizeof(*seen));
+
+	assert_non_null(old);
+	assert_non_null(now);
+	assert_non_null(seen);
+	for (int r = 0; r < m->nranks; r++) {
+		old[r] = malloc(migrate_rank_old_bytes(m, r) + 1);
+		now[r] = calloc(migrate_rank_new_bytes(m, r) + 1, 1);
+		seen[r] = calloc(migrate_rank_new_bytes(m, r) + 1, 1);
+		assert_true(old[r] && now[r] && seen[r]);
+		for (int i = 0; i < m->n_old[r]; i++) {
+			const struct migrate_shard *sh = &m->old_shards[r][i];
+
+			for (uint64_t x = sh->lo; x < sh->hi; x++)
+				old[r][sh->offset + (x - sh->lo)] =
+					scenario_byte(sh->layer, sh->tensor, x);
+		}
+	}
+	for (long i = 0; i < m->ntuples; i++) {
+		const struct migrate_tuple *t = &m->tuples[i];
+		uint64_t len = t->hi - t->lo;
+
+		for (uint64_t k = 0; k < (uint64_t)t->count; k++) {
+			uint64_t src = t->src_offset + k * t->src_stride;
+			uint64_t dst = t->dst_offset + k * t->dst_stride;
+
+			assert_true(src + len <= migrate_rank_old_bytes(m, t->from));
+			assert_true(dst + len <= migrate_rank_new_bytes(m, t->to));
+			for (uint64_t x = 0; x < len; x++) {
+				now[t->to][dst + x] = old[t->from][src + x];
+				seen[t->to][dst + x]++;
+			}
+		}
+	}
+	for (int r = 0; r < m->nranks; r++) {
+		for (int i = 0; i < m->n_new[r] && !migrate_is_fresh(m); i++) {
+			const struct migrate_shard *sh = &m->new_shards[r][i];
+
+			for (uint64_t x = sh->lo; x < sh->hi; x++) {
+				uint64_t at = sh->offset + (x - sh->lo);
+
+				assert_int_equal(seen[r][at], 1);
+				assert_int_equal(now[r][at],
+						 scenario_byte(sh->layer,
+							       sh->tensor, x));
+			}
+		}
+		free(old[r]);
+		free(now[r]);
+		free(seen[r]);
+	}
+	free(old);
+	free(now);
+	free(seen);
+}
+
 static void test_every_scenario(void **state)
 {
 	for (int i = 0; scenario_names[i]; i++) {
@@ -82,6 +149,13 @@ static void test_every_scenario(void **state)
 		struct migrate *m = diff_of(scenario_names[i], &sc);
 
 		check_accounting(m);
+		check_by_copy(m);
+		migrate_free(m);
+		/* Default rounds cut tuples elsewhere; the bytes still match. */
+		assert_int_equal(migrate_diff(sc.layout, sc.topo, sc.old_plan,
+					      sc.new_plan, NULL, &m), 0);
+		assert_int_equal(migrate_check(m), 0);
+		check_by_copy(m);
 		migrate_free(m);
 		scenario_fini(&sc);
 	}
@@ -236,6 +310,141 @@ static void test_ep_layout_change(void **state)
 	scenario_fini(&sc);
 }
 
+/*
+ * EP 4 x EDP 2 -> EP 4 x ETP 2 on 4 nodes of 2 GPUs: the 4 GPUs of nodes
+ * 1 and 2 need experts only 2 GPUs each hold (on nodes 0 and 2, and on 1
+ * and 3).  Each of them takes all its experts from one of those, and the
+ * two of each pair serve one receiver each: the loads stay even, and
+ * stage 2 pairs the same peers round after round, at its lower bound.
+ */
+static void test_ep_relayout_senders(void **state)
+{
+	struct scenario sc;
+	struct migrate *m = diff_of("ep-relayout", &sc);
+	int peer_of[8], served[8] = { 0 }, nrecv = 0;
+
+	assert_int_equal(m->nranks, 8);
+	for (int r = 0; r < 8; r++)
+		peer_of[r] = -1;
+	for (long i = 0; i < m->ntuples; i++) {
+		const struct migrate_tuple *t = &m->tuples[i];
+
+		if (m->ranks[t->from].node == m->ranks[t->to].node)
+			continue;
+		/* Only nodes 1 and 2 lack their experts. */
+		assert_true(m->ranks[t->to].node == 1 ||
+			    m->ranks[t->to].node == 2);
+		if (peer_of[t->to] < 0) {
+			peer_of[t->to] = t->from;
+			served[t->from]++;
+			nrecv++;
+		}
+		assert_int_equal(t->from, peer_of[t->to]);
+	}
+	assert_int_equal(nrecv, 4);
+	for (int r = 0; r < 8; r++)
+		assert_true(served[r] <= 1);
+	check_accounting(m);
+	migrate_free(m);
+
+	/* Real sizes and default rounds: the schedule meets its bound. */
+	for (int l = 0; l < sc.layout->nlayers; l++)
+		for (int t = 0; t < MIGRATE_NUM_TENSORS; t++)
+			sc.layout->layers[l].bytes[t] *= 100000;
+	assert_int_equal(migrate_diff(sc.layout, sc.topo, sc.old_plan,
+				      sc.new_plan, NULL, &m), 0);
+	assert_int_equal(migrate_check(m), 0);
+	assert_true(m->stats.nrounds > 1);
+	/* Stage 1 is the copies inside nodes 0 and 3; the network is stage 2. */
+	assert_true(m->stats.stage1_s > 0);
+	assert_true(m->stats.stage2_s <= 1.01 * m->stats.lower_bound_s);
+	migrate_free(m);
+	scenario_fini(&sc);
+}
+
+/*
+ * The same re-layout as one chunk per pair (no cuts): a GPU's slices of
+ * one layer's experts, kept or received, from one peer, are one tuple of
+ * a block per expert, where one tuple per shard would take twice as many.
+ */
+static void test_ep_relayout_coalesced(void **state)
+{
+	const struct migrate_opts whole = { .round_s = 1e9 };
+	int ex = MIGRATE_PART_EXPERT * MIGRATE_NUM_KINDS;
+	struct scenario sc;
+	struct migrate *m = NULL;
+	long shards = 0, dense = 0, expert_keys = 0, nexpert = 0;
+
+	assert_int_equal(scenario_build("ep-relayout", &sc), 0);
+	assert_int_equal(migrate_diff(sc.layout, sc.topo, sc.old_plan,
+				      sc.new_plan, &whole, &m), 0);
+	assert_int_equal(migrate_check(m), 0);
+	check_by_copy(m);
+	for (int r = 0; r < m->nranks; r++) {
+		for (int i = 0; i < m->n_new[r]; i++) {
+			const struct migrate_shard *sh = &m->new_shards[r][i];
+
+			shards++;
+			if (sh->tensor < ex)
+				dense++;
+			else if (i == 0 || sh[-1].layer != sh->layer ||
+				 sh[-1].tensor != sh->tensor)
+				expert_keys++;
+		}
+	}
+	/* 2 experts per EP rank, half of each: 2 shards per layer tensor. */
+	assert_int_equal(shards, dense + 2 * expert_keys);
+	for (long i = 0; i < m->ntuples; i++) {
+		const struct migrate_tuple *t = &m->tuples[i];
+
+		if (t->tensor < ex) {
+			assert_int_equal(t->count, 1);
+			continue;
+		}
+		/* Each half of 2 experts that lie 2 halves apart. */
+		assert_int_equal(t->count, 2);
+		assert_int_equal(t->stride, 2 * (t->hi - t->lo));
+		nexpert++;
+	}
+	assert_int_equal(nexpert, expert_keys);
+	assert_int_equal(m->ntuples, dense + expert_keys);
+	assert_true(m->ntuples < shards);
+	check_accounting(m);
+	migrate_free(m);
+	scenario_fini(&sc);
+}
+
+/* migrate_check() holds every block of a tuple, not only the first. */
+static void test_check_catches_bad_blocks(void **state)
+{
+	struct scenario sc;
+	struct migrate *m = diff_of("ep-relayout", &sc);
+	struct migrate_tuple *t = NULL, saved;
+
+	for (long i = 0; i < m->ntuples && !t; i++)
+		if (m->tuples[i].count > 1)
+			t = &m->tuples[i];
+	assert_non_null(t);
+	saved = *t;
+	/* One block too many: bytes the receiver has from elsewhere. */
+	t->count++;
+	assert_int_equal(migrate_check(m), -AR_EINVAL);
+	*t = saved;
+	/* The second block read from the wrong place. */
+	t->src_stride += 1;
+	assert_int_equal(migrate_check(m), -AR_EINVAL);
+	assert_non_null(strstr(ar_errmsg(), "does not hold"));
+	*t = saved;
+	/* Blocks that overlap. */
+	t->stride = t->hi - t->lo - 1;
+	assert_int_equal(migrate_check(m), -AR_EINVAL);
+	assert_non_null(strstr(ar_errmsg(), "malformed"));
+	*t = saved;
+	assert_int_equal(migrate_check(m), 0);
+	migrate_free(m);
+	scenario_fini(&sc);
+}
+
 static void test_rounds_pair_peers(void **state)
 {
 	struct scenario sc;
@@ -313,9 +522,19 @@ static void test_json_round_trip(void **state)
 			fail_msg("%s: %s", scenario_names[i], ar_errmsg());
 		assert_int_equal(back->nranks, m->nranks);
 		assert_int_equal(back->ntuples, m->ntuples);
-		for (long k = 0; k < m->ntuples; k++)
-			assert_int_equal(migrate_tuple_cmp(&back->tuples[k],
-							   &m->tuples[k]), 0);
+		for (long k = 0; k < m->ntuples; k++) {
+			const struct migrate_tuple *a = &back->tuples[k];
+			const struct migrate_tuple *b = &m->tuples[k];
+
+			assert_int_equal(migrate_tuple_cmp(a, b), 0);
+			assert_int_equal(a->hi, b->hi);
+			assert_int_equal(a->count, b->count);
+			assert_int_equal(a->stride, b->stride);
+			assert_int_equal(a->src_offset, b->src_offset);
+			assert_int_equal(a->src_stride, b->src_stride);
+			assert_int_equal(a->dst_offset, b->dst_offset);
+			assert_int_equal(a->dst_stride, b->dst_stride);
+		}
 		for (int r = 0; r < m->nranks; r++)
 			assert_int_equal(migrate_rank_new_bytes(back, r),
 					 migrate_rank_new_bytes(m, r));
@@ -409,6 +628,9 @@ int main(void)
 		cmocka_unit_test(test_replica_add_remove),
 		cmocka_unit_test(test_gpu_type_change),
 		cmocka_unit_test(test_ep_layout_change),
+		cmocka_unit_test(test_ep_relayout_senders),
+		cmocka_unit_test(test_ep_relayout_coalesced),
+		cmocka_unit_test(test_check_catches_bad_blocks),
 		cmocka_unit_test(test_rounds_pair_peers),
 		cmocka_unit_test(test_check_catches_gaps_and_overlaps),
 		cmocka_unit_test(test_fresh_start_moves_nothing),

@@ -11,7 +11,8 @@
 
 const char *const scenario_names[] = {
 	"tp2to4", "tp4to2", "stages", "replica-add", "replica-remove",
-	"gpu-type", "ep", "join", "pair", "fresh", NULL
+	"gpu-type", "ep", "ep-relayout", "mixed-tp", "join", "pair", "fresh",
+	NULL
 };
 
 struct costmodel_plan *scenario_plan_new(void)
@@ -115,6 +116,22 @@ struct migrate_layout *scenario_layout_moe(int nlayers, uint64_t scale)
 		l->layers[i].bytes[ex + MIGRATE_KIND_WEIGHT] = w;
 		l->layers[i].bytes[ex + MIGRATE_KIND_GRAD] = 2 * w;
 		l->layers[i].bytes[ex + MIGRATE_KIND_OPTIM] = 6 * w + 7;
+	}
+	return l;
+}
+
+struct migrate_layout *scenario_layout_moe_even(int nlayers, uint64_t scale)
+{
+	struct migrate_layout *l = scenario_layout_dense(nlayers, scale);
+	int ex = MIGRATE_PART_EXPERT * MIGRATE_NUM_KINDS;
+
+	for (int i = 1; l && i < nlayers - 1; i++) {
+		uint64_t w = 8 * 2 * (350 + (uint64_t)i) * scale;
+
+		l->layers[i].experts = 8;
+		l->layers[i].bytes[ex + MIGRATE_KIND_WEIGHT] = w;
+		l->layers[i].bytes[ex + MIGRATE_KIND_GRAD] = 2 * w;
+		l->layers[i].bytes[ex + MIGRATE_KIND_OPTIM] = 6 * w;
 	}
 	return l;
 }
@@ -236,6 +253,48 @@ int scenario_build(const char *name, struct scenario *sc)
 		scenario_place(tm, 3, 0, 1, 2);
 		sc->old_plan = o;
 		sc->new_plan = n;
+	} else if (!strcmp(name, "ep-relayout")) {
+		/*
+		 * Every node a TP-2 replica; the experts go from EP 4 x EDP 2
+		 * to EP 4 x ETP 2 over the 8 GPUs.  Nodes 1 and 2 hold none of
+		 * the experts they need: each GPU there takes its halves over
+		 * the network from one of two old holders.
+		 */
+		struct costmodel_plan *p[2];
+
+		sc->layout = scenario_layout_moe_even(nl, 1);
+		sc->topo = scenario_topo(4, 2);
+		for (int k = 0; k < 2; k++) {
+			struct costmodel_template *tm;
+
+			p[k] = scenario_plan_new();
+			tm = scenario_template_add(p[k], 1, 4);
+			scenario_stage_set(tm, 0, 2, 0, nl - 1);
+			scenario_stage_experts(tm, 0, 4, k ? 2 : 1, k ? 1 : 2);
+			for (int r = 0; r < 4; r++)
+				scenario_place(tm, r, 0, r, 0);
+		}
+		sc->old_plan = p[0];
+		sc->new_plan = p[1];
+	} else if (!strcmp(name, "mixed-tp")) {
+		/*
+		 * Two replicas of one stage, TP 2 on node 0 and TP 4 on node
+		 * 1, hand the model to one GPU of node 2: each quarter of a
+		 * tensor has a holder in either replica.
+		 */
+		struct costmodel_plan *o = scenario_plan_new();
+		struct costmodel_template *tm;
+
+		sc->layout = scenario_layout_dense(nl, 1);
+		sc->topo = scenario_topo(3, 4);
+		tm = scenario_template_add(o, 1, 1);
+		scenario_stage_set(tm, 0, 2, 0, nl - 1);
+		scenario_place(tm, 0, 0, 0, 0);
+		tm = scenario_template_add(o, 1, 1);
+		scenario_stage_set(tm, 0, 4, 0, nl - 1);
+		scenario_place(tm, 0, 0, 1, 0);
+		sc->old_plan = o;
+		sc->new_plan = one_stage(nl, 1, 2, 0);
 	} else if (!strcmp(name, "join")) {
 		/* A third node joins as a replica; the split moves too. */
 		struct costmodel_plan *o = scenario_plan_new();

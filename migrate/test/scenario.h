@@ -36,9 +36,13 @@ void scenario_place(struct costmodel_template *tm, int r, int s, int node,
 		    int gpu0);
 void scenario_plan_free(struct costmodel_plan *p);
 
-/* A dense layout with uneven sizes, and one with 8-expert MoE blocks. */
+/*
+ * A dense layout with uneven sizes, one with 8-expert MoE blocks, and one
+ * whose experts and their halves are all the same size.
+ */
 struct migrate_layout *scenario_layout_dense(int nlayers, uint64_t scale);
 struct migrate_layout *scenario_layout_moe(int nlayers, uint64_t scale);
+struct migrate_layout *scenario_layout_moe_even(int nlayers, uint64_t scale);
 /* @nnodes nodes of @gpus GPUs: 25 GB/s inside, 12.5 GB/s NICs. */
 struct migrate_topo *scenario_topo(int nnodes, int gpus);
 
