@@ -443,25 +443,29 @@ static bool split_fits(const struct costmodel *cm, const struct stage_rates *sr,
 	return true;
 }
 
+#define SPLIT_PRECISION	1e-4	/* of the stage time: finer changes no split */
+#define SWEEP_PRECISION	1e-3	/* while the sync limits are compared */
+
 /*
  * The split of least stage time under sync limit @S, by bisection on the
- * stage time with the greedy test to 0.01 % of the stage time (finer
- * changes no split).  Some split fits under @hi; none under *@lo, which
- * is left at the largest stage time found not to fit.
+ * stage time with the greedy test to @precision of the stage time.  Some
+ * split fits under *@hi, which is left at the time of the split in @last;
+ * none under *@lo, which is left at the largest time found not to fit.
  */
 static void split_bisect(const struct costmodel *cm, const struct stage_rates *sr,
-			 int d, double S, double *lo, double hi, int *last)
+			 int d, double S, double precision, double *lo,
+			 double *hi, int *last)
 {
 	struct split_limits lim = { .S = S };
 
-	for (int it = 0; it < 60 && hi - *lo > 1e-4 * hi; it++) {
-		lim.T = 0.5 * (*lo + hi);
+	for (int it = 0; it < 60 && *hi - *lo > precision * *hi; it++) {
+		lim.T = 0.5 * (*lo + *hi);
 		if (split_fits(cm, sr, d, &lim, NULL))
-			hi = lim.T;
+			*hi = lim.T;
 		else
 			*lo = lim.T;
 	}
-	lim.T = hi;
+	lim.T = *hi;
 	split_fits(cm, sr, d, &lim, last);
 }
 
@@ -523,7 +527,9 @@ static void split_balance_sync(const struct costmodel *cm,
 	 * each search starts where the last one ended: below the min-max
 	 * split's time (rounded down by the bisection's precision) nothing fits.
 	 */
-	double lo = first.slowest * (1 - 1e-4);
+	double lo = first.slowest * (1 - SPLIT_PRECISION);
+	/* the best limit's search, bisected to the sweep's precision */
+	double best_S = 0, best_lo = 0, best_hi = 0;
 	int trial[COSTMODEL_MAX_DEPTH], worse = 0;
 
 	if (first.slowest_sync <= SYNC_SHARE * first.iter)
@@ -541,15 +547,24 @@ static void split_balance_sync(const struct costmodel *cm,
 			if (!split_fits(cm, sr, d, &lim, NULL))
 				break;	/* tighter limits fit no better */
 		}
-		split_bisect(cm, sr, d, lim.S, &lo, lim.T, trial);
+		split_bisect(cm, sr, d, lim.S, SWEEP_PRECISION, &lo, &lim.T, trial);
 		iter = split_estimate(cm, sr, d, trial, ctx->micro_batches).iter;
 		if (iter < best) {
 			best = iter;
 			memcpy(last, trial, d * sizeof(*last));
+			best_S = lim.S;
+			best_lo = lo;
+			best_hi = lim.T;
 			worse = 0;
 		} else {
 			worse++;	/* two steps past the best: the rest are worse */
 		}
+	}
+	if (best_S > 0) {
+		/* the chosen limit's split to the full precision */
+		split_bisect(cm, sr, d, best_S, SPLIT_PRECISION, &best_lo, &best_hi, trial);
+		if (split_estimate(cm, sr, d, trial, ctx->micro_batches).iter <= best)
+			memcpy(last, trial, d * sizeof(*last));
 	}
 }
 
@@ -682,12 +697,12 @@ static int template_fill(const struct costmodel *cm,
 			hi = fmax(hi, sr[s].fixed_s + most * cm->nlayers);
 		}
 		struct split_limits all = { .T = hi, .S = DBL_MAX };
-		double lo = 0;
+		double lo = 0, top = hi;
 
 		if (!split_fits(cm, sr, d, &all, NULL))
 			return ar_seterr(-AR_EINFEASIBLE, "the layers do not fit the memory of %d stages",
 					 d);
-		split_bisect(cm, sr, d, DBL_MAX, &lo, hi, last);
+		split_bisect(cm, sr, d, DBL_MAX, SPLIT_PRECISION, &lo, &top, last);
 		split_balance_sync(cm, sr, d, hi, ctx, last);
 	}
 
