@@ -158,3 +158,19 @@ struct costmodel_cluster *fixture_cluster(const struct costmodel *cm,
 	json_decref(root);
 	return cl;
 }
+
+struct costmodel_plan *fixture_plan(const struct costmodel *cm,
+				    const struct costmodel_cluster *cl,
+				    const char *json)
+{
+	struct costmodel_plan *plan;
+	json_error_t jerr;
+	json_t *root = json_loads(json, 0, &jerr);
+
+	if (!root)
+		fail_msg("fixture plan JSON: %s", jerr.text);
+	if (costmodel_plan_from_json(cm, cl, root, &plan) < 0)
+		fail_msg("fixture plan: %s", ar_errmsg());
+	json_decref(root);
+	return plan;
+}

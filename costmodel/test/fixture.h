@@ -39,5 +39,9 @@ void fixture_write(const char *dir, const char *rel, const char *text);
 struct costmodel *fixture_load(const char *dir, const char *model);
 struct costmodel_cluster *fixture_cluster(const struct costmodel *cm,
 					  const char *json);
+/* Parse plan JSON @json on @cl, unpriced; fails the test if it does not. */
+struct costmodel_plan *fixture_plan(const struct costmodel *cm,
+				    const struct costmodel_cluster *cl,
+				    const char *json);
 
 #endif

@@ -42,15 +42,8 @@ static struct costmodel_plan *plan_from(struct costmodel *cm,
 					struct costmodel_cluster *cl,
 					const char *json)
 {
-	struct costmodel_plan *plan;
-	json_error_t jerr;
-	json_t *root = json_loads(json, 0, &jerr);
+	struct costmodel_plan *plan = fixture_plan(cm, cl, json);
 
-	if (!root)
-		fail_msg("plan JSON: %s", jerr.text);
-	if (costmodel_plan_from_json(cm, cl, root, &plan) < 0)
-		fail_msg("plan: %s", ar_errmsg());
-	json_decref(root);
 	if (costmodel_plan_price(cm, cl, plan) < 0)
 		fail_msg("price: %s", ar_errmsg());
 	return plan;

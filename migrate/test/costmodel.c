@@ -106,20 +106,6 @@ static void topo_bandwidths(void **state)
 	costmodel_destroy(cm);
 }
 
-static struct costmodel_plan *plan_from(struct costmodel *cm,
-					struct costmodel_cluster *cl,
-					const char *text)
-{
-	struct costmodel_plan *plan = NULL;
-	json_t *root = json_loads(text, 0, NULL);
-
-	assert_non_null(root);
-	if (costmodel_plan_from_json(cm, cl, root, &plan) < 0)
-		fail_msg("plan: %s", ar_errmsg());
-	json_decref(root);
-	return plan;
-}
-
 /*
  * Two replicas of two TP-1 stages become one replica of two TP-2 stages
  * with the split moved from 4|5 to 5|6.  GPU 0 (old stage 0 of replica 0)
@@ -131,14 +117,14 @@ static void diff_of_parsed_plans(void **state)
 	struct costmodel *cm = fixture_load(dir, "toy");
 	struct costmodel_cluster *cl = fixture_cluster(cm,
 		"{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"hosts\":\"n1\"}]}");
-	struct costmodel_plan *old_plan = plan_from(cm, cl,
+	struct costmodel_plan *old_plan = fixture_plan(cm, cl,
 		"{\"arachne_plan\":1,\"model\":\"toy\",\"micro_batch\":1,"
 		"\"templates\":[{\"replicas\":2,\"stages\":["
 		"{\"gpu\":\"fast\",\"tp\":1,\"layers\":[0,4]},"
 		"{\"gpu\":\"fast\",\"tp\":1,\"layers\":[5,9]}],"
 		"\"placement\":[[{\"node\":\"n1\",\"gpus\":[0]},{\"node\":\"n1\",\"gpus\":[1]}],"
 		"[{\"node\":\"n1\",\"gpus\":[2]},{\"node\":\"n1\",\"gpus\":[3]}]]}]}");
-	struct costmodel_plan *new_plan = plan_from(cm, cl,
+	struct costmodel_plan *new_plan = fixture_plan(cm, cl,
 		"{\"arachne_plan\":1,\"model\":\"toy\",\"micro_batch\":1,"
 		"\"templates\":[{\"replicas\":1,\"stages\":["
 		"{\"gpu\":\"fast\",\"tp\":2,\"layers\":[0,5]},"
