@@ -9,8 +9,11 @@ SLURM_TIMEOUT_MS=1000
 
 # slurm_setup PORT: start munged, slurmctld and three slurmd with arachne.so
 # in their plugstack.conf, or skip the whole test file with the reason.
+# Two build trees on one host may run their Slurm tests at once: each tree
+# shifts PORT by a multiple of 40 taken from its path (or by
+# AR_SLURM_PORT_OFFSET when set), so their daemons do not collide.
 slurm_setup() {
-	port=$1
+	port=$(( $1 + ${AR_SLURM_PORT_OFFSET:-$(( $(printf '%s' "$top_builddir" | cksum | cut -d' ' -f1) % 100 * 40 ))} ))
 	if test "$(id -u)" != 0; then
 		skip_all="the Slurm tests start slurmctld and slurmd, which needs root"
 		test_done
