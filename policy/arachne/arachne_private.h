@@ -20,6 +20,7 @@
 
 #include "costmodel.h"
 #include "policy.h"
+#include "policy_private.h"
 
 /* ---------------------------------------------------------------------
  * Feature layout.  Bump POLICY_FEATURE_VERSION whenever a feature, its
@@ -290,15 +291,6 @@ uint64_t policy_rng_next(struct policy_rng *r);
 double policy_rng_uniform(struct policy_rng *r);	/* [0, 1) */
 int policy_rng_below(struct policy_rng *r, int n);	/* [0, n) */
 float policy_rng_normal(struct policy_rng *r);
-
-/* ---------------------------------------------------------------------
- * Parallel tasks (par.c): task i on thread i mod @threads (< 64), the
- * caller's thread included, so results never depend on scheduling.
- * ------------------------------------------------------------------- */
-
-typedef void (*policy_task_f)(void *ctx, int thread, int task);
-
-void policy_parallel(policy_task_f fn, void *ctx, int n, int threads);
 
 /* ---------------------------------------------------------------------
  * Environment: one composition seen by the policy (env.c).

@@ -1,5 +1,5 @@
 /*
- * compose.c - random compositions of a model's profiled GPU types, for
+ * compositions.c - random compositions of a model's profiled GPU types, for
  * training and for the property tests: 2-4 types, one of them dominant or
  * all balanced, 16-1024 GPUs, nodes of 1, 2, 4 or 8 GPUs, and some types
  * spread over nodes of two sizes (the non-uniform mixes of §6.1).
