@@ -77,14 +77,8 @@ static int option_cmp(const void *a, const void *b)
 
 static int keys_push(struct exh_search *x, size_t *cap, const struct exh_key *k)
 {
-	if (x->nkeys == *cap) {
-		struct exh_key *n = realloc(x->keys, 2 * *cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		x->keys = n;
-		*cap *= 2;
-	}
+	if (AR_GROW(x->keys, *cap, x->nkeys + 1, 1024) < 0)
+		return -ENOMEM;
 	x->keys[x->nkeys++] = *k;
 	return 0;
 }
@@ -203,7 +197,7 @@ static double bound(const struct exh_search *x, const struct costmodel_plan *pla
 	for (int g = 0; g < costmodel_num_gpus(x->cm); g++) {
 		rate += pool->free_by_type[g] * x->rate_per_gpu[g];
 		free_bytes += pool->free_by_type[g] *
-			      costmodel_gpu(x->cm, g)->memory_gib * 1073741824.0;
+			      costmodel_gpu(x->cm, g)->memory_gib * GIB;
 	}
 	/* Free GPUs that cannot hold one copy of the model add nothing. */
 	if (free_bytes < x->model_state_bytes)

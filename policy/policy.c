@@ -24,7 +24,7 @@ static const struct {
 	{ "espresso", planner_espresso },
 };
 
-#define NPLANNERS (sizeof(planners) / sizeof(planners[0]))
+#define NPLANNERS ARRAY_SIZE(planners)
 
 const char *const *policy_planner_names(void)
 {

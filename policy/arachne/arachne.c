@@ -75,7 +75,7 @@ int policy_default_path(const struct costmodel *cm, char *buf, size_t len)
 	snprintf(buf, len, "%s/policies/%s.safetensors", dir, model);
 	if (file_exists(buf))
 		return 0;
-	for (size_t i = 0; i < sizeof(borrowed) / sizeof(borrowed[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(borrowed); i++) {
 		if (strcmp(borrowed[i].model, model) != 0)
 			continue;
 		snprintf(buf, len, "%s/policies/%s.safetensors", dir,
@@ -817,7 +817,7 @@ static const struct {
 	{ planner_hexiscale, 256 },
 };
 
-#define NFAST (sizeof(fast_planners) / sizeof(fast_planners[0]))
+#define NFAST ARRAY_SIZE(fast_planners)
 
 struct fast_ctx {
 	const struct policy_request *req;

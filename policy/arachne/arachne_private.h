@@ -401,7 +401,7 @@ struct policy_trace {
 	struct policy_decision *dec;	/* [ndec], owned */
 	uint8_t *dec_step;		/* [ndec] step of each decision */
 	int ndec;
-	int cap;
+	size_t cap, step_cap;		/* of dec and dec_step */
 	int decisions_in_step[POLICY_MAX_STEPS];
 	int nsteps;
 	float rewards[POLICY_MAX_STEPS];	/* throughput deltas / reference */

@@ -227,8 +227,8 @@ bool baseline_stage_fits(const struct costmodel *cm, int gpu, int tp, int mbs,
 			 int first, int last, int inflight, double *headroom)
 {
 	const struct costmodel_gpu *g = costmodel_gpu(cm, gpu);
-	double cap = g->memory_gib * 1073741824.0;
-	double need = BASELINE_RUNTIME_OVERHEAD_GIB * 1073741824.0;
+	double cap = g->memory_gib * GIB;
+	double need = BASELINE_RUNTIME_OVERHEAD_GIB * GIB;
 
 	for (int l = first; l <= last; l++)
 		need += baseline_layer_state_bytes(cm, gpu, tp, l) +
