@@ -251,6 +251,9 @@ struct costmodel_prediction {
 	double samples_per_s;
 	double pipeline_s;		/* slowest pipeline's 1F1B time */
 	double sync_s;			/* slowest gradient synchronization */
+	/* the GPUs the plan uses at their profiles' price_per_hour */
+	double usd_per_hour;
+	double usd_per_sample;
 };
 
 struct costmodel_plan {
@@ -264,6 +267,11 @@ struct costmodel_plan {
 	char planner[COSTMODEL_NAME_MAX];
 	double planning_s;
 	long plans_priced;
+	long states_explored;		/* points of its search space it looked at */
+	char steering[COSTMODEL_NAME_MAX]; /* a baseline's: "published", "shared" */
+	char objective[COSTMODEL_NAME_MAX]; /* "throughput", "cost"; "" unset */
+	/* a baseline's own estimate of the plan it chose (published steering) */
+	double planner_estimate_samples_per_s;
 	bool search_complete;
 };
 
@@ -351,6 +359,13 @@ struct costmodel_fill_opts {
 	int fixed_micro_batch;		/* > 0: price only this size */
 	bool uniform_layers;		/* split blocks evenly (Sailor's rule) */
 	bool no_expert_tiling;		/* pin ETP = TP, EP = 1 (baselines) */
+	/*
+	 * Pack and place the template only: its stages get ETP = TP, EP = 1
+	 * and no layers, nothing is split, tiled or priced, and memory is not
+	 * checked.  For planners that split and choose with their own model
+	 * and have only their final plan priced (docs/baselines.md).
+	 */
+	bool place_only;
 };
 
 /*

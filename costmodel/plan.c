@@ -265,7 +265,7 @@ json_t *costmodel_plan_to_json(const struct costmodel *cm,
 			       const struct costmodel_cluster *cl,
 			       const struct costmodel_plan *plan)
 {
-	json_t *root, *templates, *unused;
+	json_t *root, *templates, *unused, *planner;
 	uint16_t *used;
 
 	used = calloc(cl->nnodes ? cl->nnodes : 1, sizeof(*used));
@@ -332,15 +332,26 @@ json_t *costmodel_plan_to_json(const struct costmodel *cm,
 	free(used);
 	json_object_set_new(root, "templates", templates);
 	json_object_set_new(root, "unused", unused);
-	json_object_set_new(root, "predicted", json_pack("{s:f, s:f, s:f}",
+	json_object_set_new(root, "predicted", json_pack("{s:f, s:f, s:f, s:f, s:f}",
 		"iter_s", rounded(plan->predicted.iter_s, 6),
 		"iters_per_s", rounded(plan->predicted.iters_per_s, 6),
-		"samples_per_s", rounded(plan->predicted.samples_per_s, 4)));
-	json_object_set_new(root, "planner", json_pack("{s:s, s:f, s:I, s:b}",
+		"samples_per_s", rounded(plan->predicted.samples_per_s, 4),
+		"usd_per_hour", rounded(plan->predicted.usd_per_hour, 4),
+		"usd_per_sample", plan->predicted.usd_per_sample));
+	planner = json_pack("{s:s, s:f, s:I, s:I, s:b}",
 		"name", plan->planner[0] ? plan->planner : "manual",
 		"planning_s", rounded(plan->planning_s, 4),
 		"plans_priced", (json_int_t)plan->plans_priced,
-		"search_complete", plan->search_complete));
+		"states_explored", (json_int_t)plan->states_explored,
+		"search_complete", plan->search_complete);
+	if (plan->steering[0])
+		json_object_set_new(planner, "steering", json_string(plan->steering));
+	if (plan->objective[0])
+		json_object_set_new(planner, "objective", json_string(plan->objective));
+	if (plan->planner_estimate_samples_per_s > 0)
+		json_object_set_new(planner, "estimated_samples_per_s",
+			json_real(rounded(plan->planner_estimate_samples_per_s, 4)));
+	json_object_set_new(root, "planner", planner);
 	return root;
 }
 
