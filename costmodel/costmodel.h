@@ -36,6 +36,7 @@ extern "C" {
 #define COSTMODEL_MAX_MBS	16	/* largest micro-batch size profiled */
 #define COSTMODEL_NUM_MBS	5	/* micro-batch sizes 1, 2, 4, 8, 16 */
 #define COSTMODEL_MAX_NODE_GPUS	16	/* GPUs one node may have */
+#define COSTMODEL_MAX_STAGE_DP	4096	/* TP groups of one stage in one replica */
 #define COSTMODEL_NAME_MAX	32
 
 /* ---------------------------------------------------------------------
@@ -352,6 +353,14 @@ int costmodel_pool_copy(struct costmodel_pool *dst,
 			const struct costmodel_pool *src);
 /* Largest number of free GPUs of @type in one node. */
 int costmodel_pool_largest_free(const struct costmodel_pool *pool, int type);
+/*
+ * costmodel_pool_take() - take @t GPUs of type @gpu from @pool into group
+ * @g, best fit: the node of that type with the fewest free GPUs that
+ * still has @t.  -AR_EINFEASIBLE (nothing taken) when no node has.
+ */
+int costmodel_pool_take(const struct costmodel_cluster *cl,
+			struct costmodel_pool *pool, int gpu, int t,
+			struct costmodel_group *g);
 
 /* Options of the fill; zeroed means the defaults. */
 struct costmodel_fill_opts {

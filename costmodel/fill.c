@@ -188,10 +188,9 @@ static int popcount16(uint16_t v)
 	return __builtin_popcount(v);
 }
 
-/* Take @t GPUs of type @gpu best-fit from @pool into @g. */
-static int pool_take(const struct costmodel_cluster *cl,
-		     struct costmodel_pool *pool, int gpu, int t,
-		     struct costmodel_group *g)
+int costmodel_pool_take(const struct costmodel_cluster *cl,
+			struct costmodel_pool *pool, int gpu, int t,
+			struct costmodel_group *g)
 {
 	int best = -1, best_free = INT32_MAX;
 
@@ -243,7 +242,7 @@ static int place_template(const struct costmodel_cluster *cl,
 			for (int k = i; k < j; k++) {
 				int s = order[k];
 
-				rc = pool_take(cl, pool, shape->gpu[s], tp,
+				rc = costmodel_pool_take(cl, pool, shape->gpu[s], tp,
 					       &t->placement[r * t->nstages + s]);
 				if (rc < 0)
 					return rc;

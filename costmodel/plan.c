@@ -138,9 +138,17 @@ int costmodel_plan_check(const struct costmodel *cm,
 	uint16_t *used;
 	int rc = 0;
 
-	if (cm_log2(plan->micro_batch) < 0 || plan->micro_batch > COSTMODEL_MAX_MBS)
+	/* A stage with dp groups gives each micro_batch / dp samples. */
+	int most_dp = 1;
+
+	for (int i = 0; i < plan->ntemplates; i++)
+		for (int s = 0; s < plan->templates[i].nstages && s < COSTMODEL_MAX_DEPTH; s++)
+			if (costmodel_stage_dp(&plan->templates[i].stages[s]) > most_dp)
+				most_dp = costmodel_stage_dp(&plan->templates[i].stages[s]);
+	if (cm_log2(plan->micro_batch) < 0 ||
+	    plan->micro_batch > COSTMODEL_MAX_MBS * most_dp)
 		return ar_seterr(-AR_EINVAL, "plan: micro_batch %d is not a power of two up to %d",
-				 plan->micro_batch, COSTMODEL_MAX_MBS);
+				 plan->micro_batch, COSTMODEL_MAX_MBS * most_dp);
 	if (plan->global_batch < 1 || plan->seq_len < 1)
 		return ar_seterr(-AR_EINVAL, "plan: global_batch and seq_len must be positive");
 	if (plan->seq_len != cm->model.seq_len)
@@ -183,10 +191,11 @@ int costmodel_plan_check(const struct costmodel *cm,
 				 st->ep * st->etp * st->edp != w)
 				rc = ar_seterr(-AR_EINVAL, "template %d stage %d: ep*etp*edp = %d*%d*%d is not tp*dp*replicas = %d",
 					       i, s, st->ep, st->etp, st->edp, w);
-			else if (st->dp < 0 || st->dp > COSTMODEL_MAX_MBS ||
-				 plan->micro_batch % costmodel_stage_dp(st))
-				rc = ar_seterr(-AR_EINVAL, "template %d stage %d: dp %d does not divide the micro-batch of %d",
-					       i, s, st->dp, plan->micro_batch);
+			else if (st->dp < 0 || st->dp > COSTMODEL_MAX_STAGE_DP ||
+				 plan->micro_batch % costmodel_stage_dp(st) ||
+				 plan->micro_batch / costmodel_stage_dp(st) > COSTMODEL_MAX_MBS)
+				rc = ar_seterr(-AR_EINVAL, "template %d stage %d: dp %d does not share the micro-batch of %d into groups of 1 to %d samples",
+					       i, s, st->dp, plan->micro_batch, COSTMODEL_MAX_MBS);
 			else if (st->etp > st->tp || st->tp % st->etp)
 				rc = ar_seterr(-AR_EINVAL, "template %d stage %d: etp %d must divide tp %d",
 					       i, s, st->etp, st->tp);
@@ -411,9 +420,9 @@ static int parse_stage(const struct costmodel *cm, const json_t *js,
 	    (rc = get_int(js, "edp", what, false, &st->edp)) < 0 ||
 	    (rc = get_int(js, "dp", what, false, &st->dp)) < 0)
 		return rc;
-	if (st->dp < 1 || st->dp > COSTMODEL_MAX_MBS)
+	if (st->dp < 1 || st->dp > COSTMODEL_MAX_STAGE_DP)
 		return ar_seterr(-AR_EINVAL, "%s: \"dp\" must be 1 to %d",
-				 what, COSTMODEL_MAX_MBS);
+				 what, COSTMODEL_MAX_STAGE_DP);
 	return 0;
 }
 
