@@ -25,7 +25,7 @@
 #include "ar.h"
 #include "arachne_private.h"
 
-#define ROLLOUTS		32	/* constructions: 1 greedy + 31 sampled */
+#define ROLLOUTS		POLICY_BATCH	/* constructions: 1 greedy + 31 sampled */
 #define STARTS			3	/* plans improved: two from rollouts, one structured */
 /*
  * Work of the local improvement, counted per template filled as the
@@ -103,7 +103,7 @@ int policy_net_load_for(struct policy_net *net, const struct costmodel *cm,
  * (the GPU type with the most memory, its widest TP, as deep as its GPUs
  * and the model allow) and report what the fill says of it.
  */
-static int explain_infeasible(const struct policy_request *req)
+int policy_explain_infeasible(const struct policy_request *req)
 {
 	const struct costmodel *cm = req->cm;
 	const char *cluster = req->cl->name ? req->cl->name : "the cluster";
@@ -156,66 +156,84 @@ static int explain_infeasible(const struct policy_request *req)
  * Construction rollouts.
  * ------------------------------------------------------------------- */
 
-struct rollout_ctx {
-	const struct policy_env *env;
-	const struct policy_net *net;
-	unsigned long seed;
-	struct policy_trace trace[ROLLOUTS];
-	int rc[ROLLOUTS];
-	char err[ROLLOUTS][256];
-	long priced[ROLLOUTS];
-};
-
-static void rollout_task(void *p, int thread, int k)
+static void batch_task(void *p, int thread, int i)
 {
-	struct rollout_ctx *c = p;
+	struct policy_batch *b = p;
+	int k = b->first + i;
 	struct policy_rollout_opts opts = {
-		.draw = k == 0 ? POLICY_DRAW_GREEDY : POLICY_DRAW_SAMPLE,
+		.draw = !b->net ? POLICY_DRAW_UNIFORM :
+			k == 0 ? POLICY_DRAW_GREEDY : POLICY_DRAW_SAMPLE,
 		.temperature = 1.0f,
 	};
 	struct policy_episode ep;
-	struct policy_work w;
+	struct policy_work w = { 0 };
 	struct policy_rng rng;
 	int rc;
 
-	policy_rng_seed(&rng, c->seed, (uint64_t)k + 1);
-	rc = policy_work_init(&w, 1);
+	policy_rng_seed(&rng, b->seed, (uint64_t)k + 1);
+	rc = b->net ? policy_work_init(&w, 1) : 0;
 	if (rc == 0) {
-		rc = policy_episode_init(&ep, c->env);
+		rc = policy_episode_init(&ep, b->env);
 		if (rc == 0) {
-			rc = policy_rollout(&ep, c->net, &w, &rng, &opts,
-					    &c->trace[k]);
-			c->priced[k] = ep.plans_priced;
+			rc = policy_rollout(&ep, b->net, b->net ? &w : NULL, &rng,
+					    &opts, &b->trace[i]);
+			b->priced[i] = ep.plans_priced;
+			if (rc == 0 && b->trace[i].throughput > 0.0 &&
+			    !(b->plan[i] = costmodel_plan_clone(ep.best)))
+				rc = -ENOMEM;
 			policy_episode_fini(&ep);
 		}
-		policy_work_fini(&w);
+		if (b->net)
+			policy_work_fini(&w);
 	}
-	c->rc[k] = rc;
+	b->rc[i] = rc;
 	if (rc < 0)
-		snprintf(c->err[k], sizeof(c->err[k]), "%s", ar_errmsg());
+		snprintf(b->err[i], sizeof(b->err[i]), "%s", ar_errmsg());
+}
+
+void policy_batch_run(struct policy_batch *b, int threads)
+{
+	planner_parallel(batch_task, b, b->n, threads);
+}
+
+void policy_batch_clear(struct policy_batch *b)
+{
+	for (int i = 0; i < POLICY_BATCH; i++) {
+		policy_trace_fini(&b->trace[i]);
+		costmodel_plan_free(b->plan[i]);
+		b->plan[i] = NULL;
+		b->rc[i] = 0;
+		b->priced[i] = 0;
+	}
+}
+
+int policy_batch_best(const struct policy_batch *b)
+{
+	int best = -1;
+
+	for (int i = 0; i < b->n; i++)
+		if (b->plan[i] && (best < 0 || b->trace[i].throughput >
+					       b->trace[best].throughput))
+			best = i;
+	return best;
 }
 
 /*
- * Run the rollouts; add what they priced to *@priced.  Fails, with the
- * reason, when none built a plan.
+ * The policy's rollouts; add what they priced to *@priced.  Fails, with
+ * the reason, when none built a plan.
  */
-static int rollouts_run(const struct policy_request *req, struct rollout_ctx *c,
+static int rollouts_run(const struct policy_request *req, struct policy_batch *b,
 			int threads, long *priced)
 {
-	int winner = -1;
-
-	planner_parallel(rollout_task, c, ROLLOUTS, threads);
-	for (int k = 0; k < ROLLOUTS; k++) {
-		*priced += c->priced[k];
-		if (c->rc[k] == 0 && c->trace[k].throughput > 0.0)
-			winner = k;
-	}
-	if (winner >= 0)
+	policy_batch_run(b, threads);
+	for (int k = 0; k < b->n; k++)
+		*priced += b->priced[k];
+	if (policy_batch_best(b) >= 0)
 		return 0;
-	for (int k = 0; k < ROLLOUTS; k++)
-		if (c->rc[k] < 0)
-			return ar_seterr(c->rc[k], "%s", c->err[k]);
-	return explain_infeasible(req);
+	for (int k = 0; k < b->n; k++)
+		if (b->rc[k] < 0)
+			return ar_seterr(b->rc[k], "%s", b->err[k]);
+	return policy_explain_infeasible(req);
 }
 
 /* ---------------------------------------------------------------------
@@ -229,22 +247,23 @@ static int rollouts_run(const struct policy_request *req, struct rollout_ctx *c,
  */
 static int climb_starts(const struct policy_request *req,
 			const struct policy_env *env,
-			const struct rollout_ctx *rollouts, int threads,
+			const struct policy_batch *rollouts, int threads,
 			struct policy_candidate *starts,
 			struct costmodel_plan **rawp, long *priced)
 {
 	struct policy_candidate structured = { 0 };
-	bool ok[ROLLOUTS];
+	bool ok[POLICY_BATCH];
 	int n;
 
-	for (int k = 0; k < ROLLOUTS; k++)
+	for (int k = 0; k < rollouts->n; k++)
 		ok[k] = rollouts->rc[k] == 0;
-	n = policy_rollout_starts(rollouts->trace, ok, ROLLOUTS, starts, STARTS);
+	n = policy_rollout_starts(rollouts->trace, ok, rollouts->n, starts, STARTS);
 	if (n < 0 || req->rollout_starts_only)
 		return n;
 	if (policy_structured_start(env, threads, &structured, priced) < 0)
 		return -ENOMEM;
-	policy_planner_starts(req, env, threads, &structured, rawp, priced);
+	if (req->seed_planners)
+		policy_planner_starts(req, env, threads, &structured, rawp, priced);
 	if (structured.thr <= 0.0)
 		return n;
 	if (n == 0) {
@@ -258,18 +277,70 @@ static int climb_starts(const struct policy_request *req,
 	return n + 1;
 }
 
+/*
+ * Climb from the starts, each with a bounded share of the work (another
+ * start often climbs past the first, and on a small cluster they all
+ * fit), then move single layers on the best plan.
+ */
+static int improve(const struct policy_request *req, const struct policy_env *env,
+		   const struct policy_batch *rollouts, struct policy_climb *climb,
+		   struct costmodel_plan **planp)
+{
+	struct policy_candidate *starts = calloc(STARTS, sizeof(*starts)), *best;
+	struct costmodel_plan *plan = NULL, *raw = NULL;
+	int rc, nstarts;
+
+	if (!starts)
+		return -ENOMEM;
+	rc = nstarts = climb_starts(req, env, rollouts, climb->threads, starts,
+				    &raw, &climb->priced);
+	if (rc < 0)
+		goto out;
+	best = &starts[0];
+	for (int s = 0; s < nstarts && climb->work < IMPROVE_WORK_TOTAL; s++) {
+		rc = policy_climb_run(climb, &starts[s],
+				      fmin(IMPROVE_WORK, IMPROVE_WORK_TOTAL - climb->work));
+		if (rc < 0)
+			goto out;
+		if (starts[s].thr > best->thr)
+			best = &starts[s];
+	}
+	rc = policy_candidate_fill(env, best, &plan, NULL);
+	if (rc < 0)
+		goto out;
+	climb->priced += best->n;
+	rc = policy_layer_moves(env, &plan, &climb->priced, climb->dl);
+	if (rc < 0)
+		goto out;
+	/* --seed-planners: a search planner's own plan stands when faster */
+	if (raw && raw->predicted.samples_per_s > plan->predicted.samples_per_s) {
+		rc = policy_layer_moves(env, &raw, &climb->priced, climb->dl);
+		if (rc < 0)
+			goto out;
+		costmodel_plan_free(plan);
+		plan = raw;
+		raw = NULL;
+	}
+	*planp = plan;
+	plan = NULL;
+out:
+	free(starts);
+	costmodel_plan_free(raw);
+	costmodel_plan_free(plan);
+	return rc;
+}
+
 int planner_arachne(const struct policy_request *req,
 			struct costmodel_plan **planp)
 {
 	struct planner_deadline dl;
 	int threads = planner_threads(req);
-	struct rollout_ctx *rollouts = NULL;
+	struct policy_batch *rollouts = NULL;
 	struct policy_net net;
 	struct policy_env env;
 	struct policy_climb climb = { .env = &env, .threads = threads, .dl = &dl };
-	struct costmodel_plan *plan = NULL, *raw = NULL;
-	struct policy_candidate *starts = NULL, *best;
-	int rc, nstarts;
+	struct costmodel_plan *plan = NULL;
+	int rc;
 
 	*planp = NULL;
 	planner_deadline_init(&dl, req);
@@ -281,50 +352,24 @@ int planner_arachne(const struct policy_request *req,
 		goto out_net;
 
 	rollouts = calloc(1, sizeof(*rollouts));
-	starts = calloc(STARTS, sizeof(*starts));
-	if (!rollouts || !starts) {
+	if (!rollouts) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	rollouts->env = &env;
-	rollouts->net = &net;
-	rollouts->seed = req->seed;
+	*rollouts = (struct policy_batch){ .env = &env, .net = &net,
+					   .seed = req->seed, .n = ROLLOUTS };
 	rc = rollouts_run(req, rollouts, threads, &climb.priced);
 	if (rc < 0)
 		goto out;
+	if (req->no_climb) {
+		int k = policy_batch_best(rollouts);
 
-	/*
-	 * Improve each start with a bounded share of the work: another start
-	 * often climbs past the first, and on a small cluster they all fit.
-	 */
-	rc = nstarts = climb_starts(req, &env, rollouts, threads, starts, &raw,
-				    &climb.priced);
-	if (rc < 0)
-		goto out;
-	best = &starts[0];
-	for (int s = 0; s < nstarts && climb.work < IMPROVE_WORK_TOTAL; s++) {
-		rc = policy_climb_run(&climb, &starts[s],
-				      fmin(IMPROVE_WORK, IMPROVE_WORK_TOTAL - climb.work));
+		plan = rollouts->plan[k];
+		rollouts->plan[k] = NULL;
+	} else {
+		rc = improve(req, &env, rollouts, &climb, &plan);
 		if (rc < 0)
 			goto out;
-		if (starts[s].thr > best->thr)
-			best = &starts[s];
-	}
-
-	rc = policy_candidate_fill(&env, best, &plan, NULL);
-	if (rc < 0)
-		goto out;
-	climb.priced += best->n;
-	rc = policy_layer_moves(&env, &plan, &climb.priced, &dl);
-	if (rc < 0)
-		goto out;
-	if (raw && raw->predicted.samples_per_s > plan->predicted.samples_per_s) {
-		rc = policy_layer_moves(&env, &raw, &climb.priced, &dl);
-		if (rc < 0)
-			goto out;
-		costmodel_plan_free(plan);
-		plan = raw;
-		raw = NULL;
 	}
 
 	snprintf(plan->planner, sizeof(plan->planner), "arachne");
@@ -333,15 +378,10 @@ int planner_arachne(const struct policy_request *req,
 	plan->search_complete = !planner_deadline_passed(&dl);
 	plan->planning_s = ar_now() - dl.start;
 	*planp = plan;
-	plan = NULL;
 out:
 	if (rollouts)
-		for (int k = 0; k < ROLLOUTS; k++)
-			policy_trace_fini(&rollouts->trace[k]);
+		policy_batch_clear(rollouts);
 	free(rollouts);
-	free(starts);
-	costmodel_plan_free(raw);
-	costmodel_plan_free(plan);
 out_net:
 	policy_net_fini(&net);
 	return rc;

@@ -386,6 +386,7 @@ void policy_partial_begin(struct policy_episode *ep, int depth);
 enum policy_draw {
 	POLICY_DRAW_GREEDY,		/* argmax */
 	POLICY_DRAW_SAMPLE,		/* from the softmax */
+	POLICY_DRAW_UNIFORM,		/* uniformly among the allowed: no network */
 };
 
 struct policy_rollout_opts {
@@ -420,7 +421,9 @@ void policy_trace_clear(struct policy_trace *tr);
 
 /*
  * policy_rollout() - one construction on @ep (reset first).  Leaves the
- * final plan in ep->plan and, with @opts->record, the decisions in @tr.
+ * final plan in ep->plan, the best prefix plan in ep->best and, with
+ * @opts->record, the decisions in @tr.  @net and @w may be NULL when
+ * every decision is drawn uniformly.
  */
 int policy_rollout(struct policy_episode *ep, const struct policy_net *net,
 		   struct policy_work *w, struct policy_rng *rng,
@@ -448,6 +451,38 @@ int policy_default_path(const struct costmodel *cm, char *buf, size_t len);
 /* Load the weights for @req (its path or the shipped default) into @net. */
 int policy_net_load_for(struct policy_net *net, const struct costmodel *cm,
 			const char *path);
+
+/*
+ * policy_explain_infeasible() - -AR_EINFEASIBLE with the reason no plan
+ * fits: what the fill says of the template that needs the least memory.
+ */
+int policy_explain_infeasible(const struct policy_request *req);
+
+/*
+ * A batch of constructions run in parallel: rollout k (first + i) draws
+ * from a generator seeded by (seed, k + 1), greedily for k = 0, sampled
+ * otherwise, or every decision uniformly when @net is NULL.
+ */
+#define POLICY_BATCH		32
+
+struct policy_batch {
+	const struct policy_env *env;
+	const struct policy_net *net;	/* NULL: uniform draws (no network) */
+	unsigned long seed;
+	int first;
+	int n;				/* rollouts in this batch, <= POLICY_BATCH */
+	struct policy_trace trace[POLICY_BATCH];
+	struct costmodel_plan *plan[POLICY_BATCH];	/* best plan of each; NULL: none */
+	int rc[POLICY_BATCH];
+	char err[POLICY_BATCH][256];
+	long priced[POLICY_BATCH];	/* templates each filled */
+};
+
+void policy_batch_run(struct policy_batch *b, int threads);
+/* Free what a run left (traces and plans), ready for the next. */
+void policy_batch_clear(struct policy_batch *b);
+/* The rollout with the fastest plan (the first of equals), or -1. */
+int policy_batch_best(const struct policy_batch *b);
 
 #define POLICY_MAX_TEMPLATES	(POLICY_MAX_STEPS + 4)	/* templates of a candidate plan */
 
