@@ -52,6 +52,11 @@ static void usage(FILE *f)
 "      --seed N            random seed (default 1)\n"
 "      --starts WHICH      arachne: all (default) or rollouts, to climb from\n"
 "                          the policy's own plans alone\n"
+"      --no-climb          arachne: the best of the policy's rollouts as built\n"
+"      --seed-planners     arachne: fast search planners' plans seed the climb\n"
+"                          and stand when faster (off by default)\n"
+"      --evaluations N     random: templates to price (default: as many\n"
+"                          constructions as arachne's rollouts)\n"
 "      --steering HOW      baselines: published (default: each chooses with\n"
 "                          its own published estimator; only its choice is\n"
 "                          priced) or shared (the cost model inside each)\n"
@@ -165,6 +170,9 @@ int main(int argc, char **argv)
 		{ "threads", required_argument, NULL, 'j' },
 		{ "seed", required_argument, NULL, 'S' },
 		{ "starts", required_argument, NULL, 'T' },
+		{ "no-climb", no_argument, NULL, 'N' },
+		{ "seed-planners", no_argument, NULL, 'D' },
+		{ "evaluations", required_argument, NULL, 'E' },
 		{ "steering", required_argument, NULL, 'G' },
 		{ "objective", required_argument, NULL, 'O' },
 		{ "min-samples-per-s", required_argument, NULL, 'R' },
@@ -223,6 +231,17 @@ int main(int argc, char **argv)
 					prog, optarg);
 				return EXIT_BADINPUT;
 			}
+			break;
+		case 'N':
+			req.no_climb = true;
+			break;
+		case 'D':
+			req.seed_planners = true;
+			break;
+		case 'E':
+			if (parse_int("--evaluations", optarg, 1, LONG_MAX, &v) < 0)
+				return EXIT_BADINPUT;
+			req.evaluations = v;
 			break;
 		case 'G':
 			if ((rc = policy_steering_find(optarg)) < 0) {

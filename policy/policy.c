@@ -24,6 +24,7 @@ static const struct {
 	{ "metis", planner_metis, true },
 	{ "hexiscale", planner_hexiscale, true },
 	{ "espresso", planner_espresso, true },
+	{ "random", planner_random, false },
 };
 
 static const char *const steering_names[POLICY_NUM_STEERINGS] = {
