@@ -16,15 +16,17 @@ static const struct {
 	const char *name;
 	planner_f plan;		/* NULL: named by the paper, not built yet */
 	bool steered;		/* a baseline: reads req->steering */
+	bool cost;		/* supports POLICY_OBJECTIVE_COST */
 } planners[] = {
-	{ "arachne", planner_arachne, false },
-	{ "exhaustive", planner_exhaustive, false },
-	{ "amp", planner_amp, true },
-	{ "sailor", planner_sailor, true },
-	{ "metis", planner_metis, true },
-	{ "hexiscale", planner_hexiscale, true },
-	{ "espresso", planner_espresso, true },
-	{ "random", planner_random, false },
+	/* its policy and climb maximize throughput (docs/planners.md) */
+	{ "arachne", planner_arachne, false, false },
+	{ "exhaustive", planner_exhaustive, false, true },
+	{ "amp", planner_amp, true, true },
+	{ "sailor", planner_sailor, true, true },
+	{ "metis", planner_metis, true, true },
+	{ "hexiscale", planner_hexiscale, true, true },
+	{ "espresso", planner_espresso, true, true },
+	{ "random", planner_random, false, false },
 };
 
 static const char *const steering_names[POLICY_NUM_STEERINGS] = {
@@ -116,6 +118,9 @@ int policy_plan(const struct policy_request *req, struct costmodel_plan **planp)
 			continue;
 		if (!planners[i].plan)
 			return ar_seterr(-AR_ENOTBUILT, "planner \"%s\" is not built yet",
+					 name);
+		if (req->objective != POLICY_OBJECTIVE_THROUGHPUT && !planners[i].cost)
+			return ar_seterr(-AR_EINVAL, "planner \"%s\" plans for throughput only; --objective cost is for exhaustive and the baselines",
 					 name);
 		rc = planners[i].plan(req, &plan);
 		if (rc < 0)
