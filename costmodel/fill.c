@@ -895,7 +895,7 @@ int costmodel_fill_add(const struct costmodel *cm,
 		for (int s = 0; s < t->nstages; s++) {
 			t->stages[s].ep = 1;
 			t->stages[s].etp = t->stages[s].tp;
-			t->stages[s].edp = t->stages[s].tp * t->replicas;
+			t->stages[s].edp = t->replicas;
 		}
 		rc = 0;
 	} else {

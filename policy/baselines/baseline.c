@@ -105,6 +105,11 @@ int baseline_search_finish(struct baseline_search *bs, bool complete,
 				 bs->states, bs->plans_priced,
 				 bs->expired ? ", budget spent" : "");
 	if (baseline_published(bs)) {
+		/* A plan a baseline built itself must be whole. */
+		rc = costmodel_plan_check(bs->cm, bs->cl, plan);
+		if (rc < 0)
+			return ar_seterr(rc, "%s: built a broken plan: %s", bs->name,
+					 ar_errmsg());
 		/* Only the plan it chose meets the cost model, as in the paper. */
 		bs->plans_priced++;
 		rc = costmodel_plan_price(bs->cm, bs->cl, plan);

@@ -185,7 +185,7 @@ static int hexi_template(struct hexiscale *h, const struct hexi_pipe *q,
 			t->stages[s].tp = k->tp;
 			t->stages[s].ep = 1;
 			t->stages[s].etp = k->tp;
-			t->stages[s].edp = k->tp;
+			t->stages[s].edp = 1;
 			g->node = k->node;
 			memcpy(g->gpu, &k->gpu[i * k->tp], (size_t)k->tp);
 			share[s] = k->tp * costmodel_gpu(cm, gpu)->memory_gib;

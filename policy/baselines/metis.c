@@ -113,6 +113,7 @@ static int metis_try(struct metis *mt, int depth, int replicas, int mbs)
 		rc = costmodel_pool_init(&pool, mt->bs.cl);
 		if (rc == 0) {
 			mt->bs.plans_priced++;
+			mt->bs.states++;
 			rc = costmodel_fill_add(mt->bs.cm, mt->bs.cl, &pool,
 						plan, &shape, &opts);
 		}
@@ -383,7 +384,7 @@ static int metis_offer(struct metis *mt, const struct metis_pub *x, double iter_
 		st->last_layer = x->last[s];
 		st->ep = 1;
 		st->etp = st->tp;
-		st->edp = st->tp * st->dp;
+		st->edp = st->dp;
 	}
 	t->micro_batches = x->batches;
 	free(t->placement);
