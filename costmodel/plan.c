@@ -145,7 +145,7 @@ int costmodel_plan_check(const struct costmodel *cm,
 		for (int s = 0; s < plan->templates[i].nstages && s < COSTMODEL_MAX_DEPTH; s++)
 			if (costmodel_stage_dp(&plan->templates[i].stages[s]) > most_dp)
 				most_dp = costmodel_stage_dp(&plan->templates[i].stages[s]);
-	if (cm_log2(plan->micro_batch) < 0 ||
+	if (plan->micro_batch < 1 || (plan->micro_batch & (plan->micro_batch - 1)) ||
 	    plan->micro_batch > COSTMODEL_MAX_MBS * most_dp)
 		return ar_seterr(-AR_EINVAL, "plan: micro_batch %d is not a power of two up to %d",
 				 plan->micro_batch, COSTMODEL_MAX_MBS * most_dp);
