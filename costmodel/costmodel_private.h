@@ -14,7 +14,6 @@
 #include "ar.h"
 #include "costmodel.h"
 
-#define GIB			1073741824.0
 #define DEFAULT_OVERHEAD_GIB	1.5	/* CUDA context, NCCL buffers, fragmentation */
 #define INTRA_LATENCY_S		5e-6	/* one collective step inside a node */
 #define INTER_LATENCY_S		20e-6	/* one collective step across nodes */

@@ -199,7 +199,7 @@ static int stage_cost(const struct costmodel *cm, const struct costmodel_stage *
 
 	count_layers(cm, st->first_layer, st->last_layer, counts);
 	*time_s = *state_bytes = *act_bytes = 0;
-	for (size_t i = 0; i < sizeof(priced_types) / sizeof(priced_types[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(priced_types); i++) {
 		enum costmodel_layer_type type = priced_types[i];
 		struct cm_layer_cost c;
 
@@ -408,7 +408,7 @@ int costmodel_plan_price(const struct costmodel *cm,
 			double dp_lat = n > 1 ? INTER_LATENCY_S : lk[s].dp_lat;
 
 			count_layers(cm, st->first_layer, st->last_layer, counts);
-			for (size_t i = 0; i < sizeof(priced_types) / sizeof(priced_types[0]); i++) {
+			for (size_t i = 0; i < ARRAY_SIZE(priced_types); i++) {
 				enum costmodel_layer_type type = priced_types[i];
 				struct cm_layer_cost c;
 

@@ -593,7 +593,7 @@ static void test_json_bounds_numbers(void **state)
 	struct scenario sc;
 	struct migrate *m = diff_of("stages", &sc), *back = NULL;
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		json_t *j = migrate_to_json(m);
 		json_t *tuples = json_object_get(j, "tuples");
 		json_t *last = json_array_get(tuples, json_array_size(tuples) - 1);

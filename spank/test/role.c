@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "ar.h"
 #include "arachne.h"
 
 static const char plan_text[] =
@@ -127,7 +128,7 @@ static void gres_strings(void **state)
 	char type[64];
 	unsigned n;
 
-	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
 		assert_int_equal(job_gres_parse(ok[i].in, type, sizeof(type),
 						&n), 0);
 		assert_string_equal(type, ok[i].type);
