@@ -166,13 +166,16 @@ static int die_rank(int rank, void *arg)
 {
 	struct migrate_rdzv_opts o = opts("die", rank, 3);
 	struct migrate_rdzv *r;
+	int rc;
 
 	if (migrate_rdzv_join(&o, &r) < 0)
 		return 10;
 	if (rank == 2)
 		raise(SIGKILL);
-	return migrate_rdzv_agree(r, true) == -AR_EABORT &&
-	       strstr(ar_errmsg(), "rank 2") ? 0 : 11;
+	rc = migrate_rdzv_agree(r, true) == -AR_EABORT &&
+	     strstr(ar_errmsg(), "rank 2") ? 0 : 11;
+	migrate_rdzv_close(r);
+	return rc;
 }
 
 static void test_dead_rank_seen_before_the_timeout(void **state)
