@@ -28,15 +28,8 @@ static int add_node(struct costmodel_cluster *cl, size_t *cap, const char *name,
 	if (cl->nnodes >= CLUSTER_MAX_NODES)
 		return ar_seterr(-AR_EINVAL, "cluster: more than %d nodes",
 				 CLUSTER_MAX_NODES);
-	if (cl->nnodes == *cap) {
-		size_t ncap = *cap ? 2 * *cap : 16;
-		struct costmodel_node *n = realloc(cl->nodes, ncap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		cl->nodes = n;
-		*cap = ncap;
-	}
+	if (AR_GROW(cl->nodes, *cap, cl->nnodes + 1, 16) < 0)
+		return -ENOMEM;
 	cl->nodes[cl->nnodes].name = strdup(name);
 	if (!cl->nodes[cl->nnodes].name)
 		return -ENOMEM;
