@@ -37,8 +37,9 @@ struct tcp_peer {
 	int peer;
 	int fd;
 	struct tcp_io *sends, *recvs;
-	int nsends, nrecvs;
-	int cur_send, cur_recv;
+	size_t nsends, nrecvs;
+	size_t send_cap, recv_cap;
+	size_t cur_send, cur_recv;
 };
 
 /* Sends what the socket takes: 1 when bytes moved, 0 when none, or -errno. */
@@ -132,8 +133,9 @@ static int tcp_peers_build(struct migrate_xfer *xs, int nx,
 		return -ENOMEM;
 	for (int i = 0; i < nx; i++) {
 		struct tcp_peer *p = NULL;
-		struct tcp_io **list, *grown;
-		int *count;
+		struct tcp_io io = { .x = &xs[i],
+				     .hdr = htobe64((uint64_t)xs[i].bytes) };
+		int rc;
 
 		for (int k = 0; k < n && !p; k++)
 			if (ps[k].peer == xs[i].peer)
@@ -143,17 +145,16 @@ static int tcp_peers_build(struct migrate_xfer *xs, int nx,
 			p->peer = xs[i].peer;
 			p->fd = -1;
 		}
-		list = xs[i].send ? &p->sends : &p->recvs;
-		count = xs[i].send ? &p->nsends : &p->nrecvs;
-		grown = realloc(*list, (size_t)(*count + 1) * sizeof(**list));
-		if (!grown) {
+		rc = xs[i].send ? AR_GROW(p->sends, p->send_cap, p->nsends + 1, 8) :
+				  AR_GROW(p->recvs, p->recv_cap, p->nrecvs + 1, 8);
+		if (rc < 0) {
 			tcp_peers_free(ps, n);
 			return -ENOMEM;
 		}
-		*list = grown;
-		grown[*count] = (struct tcp_io){
-			.x = &xs[i], .hdr = htobe64((uint64_t)xs[i].bytes) };
-		(*count)++;
+		if (xs[i].send)
+			p->sends[p->nsends++] = io;
+		else
+			p->recvs[p->nrecvs++] = io;
 	}
 	*psp = ps;
 	*np = n;
