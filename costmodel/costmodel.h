@@ -176,6 +176,9 @@ struct costmodel_cluster {
 	struct costmodel_node *nodes;
 	size_t nnodes;
 	double inter_node_gbps;		/* > 0 overrides the profiles' network_gbps */
+	/* Node indices sorted by name, for costmodel_cluster_node_find();
+	 * set by costmodel_cluster_from_json(), NULL: found by a scan. */
+	int *by_name;
 };
 
 /*

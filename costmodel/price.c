@@ -491,6 +491,12 @@ out_sync:
 		}
 	}
 
+	/* Every input is range-checked; this holds the promise for outputs. */
+	if (!isfinite(pipeline_s + sync_s) || pipeline_s + sync_s <= 0) {
+		rc = ar_seterr(-AR_EINVAL, "plan: the predicted iteration time (%g s) is not a positive number",
+			       pipeline_s + sync_s);
+		goto out;
+	}
 	plan->predicted.pipeline_s = pipeline_s;
 	plan->predicted.sync_s = sync_s;
 	plan->predicted.iter_s = pipeline_s + sync_s;

@@ -236,7 +236,7 @@ static int build_migration(const struct args *a, struct migrate **mp)
 
 	if (!a->migration)
 		return compute_migration(a, mp);
-	root = ar_json_load_file(a->migration);
+	root = ar_json_load_file_max(a->migration, AR_LIMIT_MIGRATION_BYTES);
 	if (!root)
 		return -AR_EINVAL;
 	rc = migrate_from_json(root, mp);
@@ -599,16 +599,16 @@ static int write_output(const struct args *a)
 	j = migrate_to_json(m);
 	text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
-	rc = text ? ar_file_write_atomic(a->output, text, strlen(text), 0644) :
-		    -ENOMEM;
+	rc = text ? ar_file_write_output(a->output, text, strlen(text), 0644) :
+		    ar_seterr(-ENOMEM, "%s: out of memory", a->output);
 	if (rc < 0)
-		fprintf(stderr, "arachne-migrate: %s: %s\n", a->output,
-			*ar_errmsg() ? ar_errmsg() : ar_strerror(rc));
+		fprintf(stderr, "arachne-migrate: %s\n", ar_errmsg());
 	else
 		print_prediction(stdout, m);
 	free(text);
 	migrate_free(m);
-	return rc < 0 ? EXIT_FAILED : 0;
+	/* As arachne-plan: an output that cannot be written is bad input. */
+	return rc < 0 ? EXIT_BADINPUT : 0;
 }
 
 /*

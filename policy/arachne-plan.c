@@ -307,11 +307,11 @@ int main(int argc, char **argv)
 	if (output) {
 		char *text = json_dumps(out, JSON_INDENT(2));
 
-		rc = text ? ar_file_write_atomic(output, text, strlen(text), 0644) :
-			    -ENOMEM;
+		rc = text ? ar_file_write_output(output, text, strlen(text), 0644) :
+			    ar_seterr(-ENOMEM, "%s: out of memory", output);
 		free(text);
 		if (rc < 0) {
-			fprintf(stderr, "%s: %s: %s\n", prog, output, ar_strerror(rc));
+			fprintf(stderr, "%s: %s\n", prog, ar_errmsg());
 			goto out;
 		}
 	}
