@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ar.h"
 #include "slurmjobs.h"
@@ -17,10 +18,29 @@
 #include <slurm/slurm_errno.h>
 
 static pthread_once_t sjob_once = PTHREAD_ONCE_INIT;
+static bool sjob_ready;
 
+/*
+ * libslurm ends the process (fatal()) when it finds no configuration, so
+ * it is started only where a slurm.conf is: $SLURM_CONF, the usual path,
+ * or the copy slurmd keeps in a configless cluster.
+ */
 static void sjob_init(void)
 {
-	slurm_init(NULL);
+	static const char *const paths[] = {
+		"/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf",
+		"/run/slurm/conf/slurm.conf",
+	};
+	const char *env = getenv("SLURM_CONF");
+
+	if (env && *env) {
+		sjob_ready = access(env, R_OK) == 0;
+	} else {
+		for (size_t i = 0; i < ARRAY_SIZE(paths) && !sjob_ready; i++)
+			sjob_ready = access(paths[i], R_OK) == 0;
+	}
+	if (sjob_ready)
+		slurm_init(NULL);
 }
 
 /* The Slurm job id @job names (a HetJob component: its leader). */
@@ -49,10 +69,12 @@ static int sjob_load(const char *job, job_info_msg_t **msgp)
 	uint32_t id;
 	int rc, err;
 
-	pthread_once(&sjob_once, sjob_init);
 	rc = sjob_id(job, &id);
 	if (rc < 0)
 		return rc;
+	pthread_once(&sjob_once, sjob_init);
+	if (!sjob_ready)
+		return ar_seterr(-AR_ENOTBUILT, "no Slurm configuration (SLURM_CONF, /etc/slurm/slurm.conf) to ask slurmctld with");
 	if (slurm_load_job(msgp, id, SHOW_ALL) == SLURM_SUCCESS &&
 	    *msgp && (*msgp)->record_count)
 		return 0;
