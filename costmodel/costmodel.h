@@ -369,7 +369,8 @@ int costmodel_pool_take(const struct costmodel_cluster *cl,
 struct costmodel_fill_opts {
 	int max_replicas;		/* > 0 caps the replica count */
 	int fixed_micro_batch;		/* > 0: price only this size */
-	bool uniform_layers;		/* split blocks evenly (Sailor's rule) */
+	bool uniform_layers;		/* the layer list dealt evenly, the remainder
+					   to the last stages (Sailor's rule) */
 	bool no_expert_tiling;		/* pin ETP = TP, EP = 1 (baselines) */
 	/*
 	 * Pack and place the template only: its stages get ETP = TP, EP = 1
