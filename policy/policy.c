@@ -128,6 +128,9 @@ int policy_plan(const struct policy_request *req, struct costmodel_plan **planp)
 		snprintf(plan->planner, sizeof(plan->planner), "%s", name);
 		snprintf(plan->objective, sizeof(plan->objective), "%s",
 			 policy_objective_name(req->objective));
+		/* a planner that counts no other states searched the plans it priced */
+		if (!plan->states_explored)
+			plan->states_explored = plan->plans_priced;
 		if (planners[i].steered)
 			snprintf(plan->steering, sizeof(plan->steering), "%s",
 				 policy_steering_name(req->steering));

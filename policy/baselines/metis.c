@@ -3,13 +3,17 @@
  * Arachne paper's §3.1 and Metis's public planner describe it.  The outer
  * loops: an order of the GPU types (stages take device types in that
  * order), the number of stages and how many of them each type gets, the
- * stage device-group size (a power of two) and the micro-batch size.
- * Inside a stage Metis prefers data parallelism: every stage starts at
- * TP = 1, and while the plan does not fit, the stage under the most
- * memory pressure doubles its TP degree (its device group doubles, as
- * Metis halves DP and doubles TP).  Layers go to stages in one shot by
- * compute share (the fill's speed-proportional split).  Metis explores
- * until it has seen every combination or its budget is spent.
+ * stages' device groups and the micro-batches.  Inside a stage Metis
+ * prefers data parallelism and trades it for TP under memory pressure.
+ * Metis explores until it has seen every combination or its budget is
+ * spent.
+ *
+ * Published steering (below metis_pub): each stage a device group of its
+ * own size, data parallel inside (the plan's per-stage "dp"), Metis's
+ * layer balancer, memory model and cost estimate choosing.  Shared
+ * steering (metis_try): this project's earlier reading, one replica count
+ * for every stage, TP raised on the stage under the most memory pressure,
+ * layers split and plans priced by the cost model's fill.
  */
 #include "config.h"
 
