@@ -14,7 +14,6 @@
 #include "ar.h"
 #include "costmodel.h"
 
-#define GIB			1073741824.0
 #define DEFAULT_OVERHEAD_GIB	1.5	/* CUDA context, NCCL buffers, fragmentation */
 #define INTRA_LATENCY_S		5e-6	/* one collective step inside a node */
 #define INTER_LATENCY_S		20e-6	/* one collective step across nodes */
@@ -103,6 +102,8 @@ struct cm_stage_links {
 	double intra_Bps;		/* inside a node of the stage's type */
 	bool dp_one_node;		/* every replica of the stage in one node */
 	int gpus_per_node_min;		/* fewest stage GPUs on a node it uses */
+	int p2p_streams;		/* parallel sends to the next stage: the
+					   smaller dp of the two */
 };
 
 void cm_template_links(const struct costmodel *cm,

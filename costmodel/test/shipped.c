@@ -172,7 +172,7 @@ static void test_deepseek_expert_state(void **state)
 	assert_non_null(p);
 	assert_true(fabs(p->param_bytes / 2 *
 			 costmodel_model(cm)->state_bytes_per_param /
-			 (1024.0 * 1024 * 1024) - 168.0) < 0.5);
+			 GIB - 168.0) < 0.5);
 	costmodel_destroy(cm);
 }
 

@@ -19,7 +19,6 @@
 #include "ar.h"
 #include "arachne_private.h"
 
-#define GIB (1024.0 * 1024.0 * 1024.0)
 #define RUNTIME_OVERHEAD_GIB 1.5	/* the cost model's default per GPU */
 
 struct slot_key {
@@ -132,6 +131,28 @@ double policy_env_stage_capacity(const struct policy_env *env, int slot, int k,
 	if (usable <= 0)
 		return 0.0;
 	return usable / per;
+}
+
+bool policy_env_tp_usable(const struct policy_env *env, int type, int tp)
+{
+	int slot = env->type_slot[type], k = __builtin_ctz(tp);
+
+	return slot >= 0 && k < POLICY_NUM_TP && tp <= env->largest_node[slot] &&
+	       env->speed[slot][k] > 0.0;
+}
+
+int policy_env_uniform_depth(const struct policy_env *env, int slot, int k)
+{
+	for (int d = 1; d <= POLICY_DMAX; d++) {
+		double held = 0.0;
+
+		for (int j = 0; j < d; j++)
+			held += floor(policy_env_stage_capacity(env, slot, k, j, d,
+								 env->type_gpus[slot]));
+		if (held >= env->blocks)
+			return d;
+	}
+	return 0;
 }
 
 /* Layers a pipeline must hold, in blocks: embedding and head by their weight. */
