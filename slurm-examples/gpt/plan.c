@@ -241,9 +241,14 @@ int gpt_plan_create(const struct gpt_job *job, struct costmodel_plan *plan,
 			for (int s = 0; s < tm->nstages; s++) {
 				const struct costmodel_stage *cs = &tm->stages[s];
 				const struct costmodel_group *g =
-					&tm->placement[r * tm->nstages + s];
+					costmodel_template_group(tm, r, s, 0);
 				struct gpt_stage_info *st = &pp->stages[s];
 
+				if (costmodel_stage_dp(cs) > 1) {
+					rc = ar_seterr(-AR_EINVAL, "template %d stage %d has data parallelism of its own (dp %d); arachne-gpt, like the migrator, runs one TP group per stage and replica",
+						       t, s, costmodel_stage_dp(cs));
+					goto fail;
+				}
 				if (cs->tp < 1 || cfg->U % cs->tp) {
 					rc = ar_seterr(-AR_EINVAL, "template %d stage %d has TP %d; the model's %d heads allow TP degrees dividing %d",
 						       t, s, cs->tp, cfg->NH,
