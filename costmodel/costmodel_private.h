@@ -102,6 +102,8 @@ struct cm_stage_links {
 	double intra_Bps;		/* inside a node of the stage's type */
 	bool dp_one_node;		/* every replica of the stage in one node */
 	int gpus_per_node_min;		/* fewest stage GPUs on a node it uses */
+	int p2p_streams;		/* parallel sends to the next stage: the
+					   smaller dp of the two */
 };
 
 void cm_template_links(const struct costmodel *cm,

@@ -2,6 +2,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,9 +42,33 @@ void costmodel_plan_free(struct costmodel_plan *plan)
 	free(plan);
 }
 
+int costmodel_stage_dp(const struct costmodel_stage *st)
+{
+	return st->dp > 1 ? st->dp : 1;
+}
+
+int costmodel_template_slots(const struct costmodel_template *t)
+{
+	int n = 0;
+
+	for (int s = 0; s < t->nstages; s++)
+		n += costmodel_stage_dp(&t->stages[s]);
+	return n;
+}
+
+struct costmodel_group *costmodel_template_group(const struct costmodel_template *t,
+						 int replica, int stage, int k)
+{
+	int slot = k;
+
+	for (int s = 0; s < stage; s++)
+		slot += costmodel_stage_dp(&t->stages[s]);
+	return &t->placement[(size_t)replica * costmodel_template_slots(t) + slot];
+}
+
 int cm_template_alloc_placement(struct costmodel_template *t)
 {
-	size_t n = (size_t)t->replicas * (size_t)t->nstages;
+	size_t n = (size_t)t->replicas * (size_t)costmodel_template_slots(t);
 
 	free(t->placement);
 	t->placement = calloc(n ? n : 1, sizeof(*t->placement));
@@ -61,7 +87,7 @@ int costmodel_plan_copy(struct costmodel_plan *dst,
 	}
 	for (int i = 0; i < src->ntemplates; i++) {
 		size_t n = (size_t)src->templates[i].replicas *
-			   (size_t)src->templates[i].nstages;
+			   (size_t)costmodel_template_slots(&src->templates[i]);
 
 		t[i] = src->templates[i];
 		t[i].placement = malloc((n ? n : 1) * sizeof(*t[i].placement));
@@ -99,12 +125,46 @@ int costmodel_plan_total_gpus(const struct costmodel_plan *plan)
 		const struct costmodel_template *t = &plan->templates[i];
 
 		for (int s = 0; s < t->nstages; s++)
-			n += t->replicas * t->stages[s].tp;
+			n += t->replicas * costmodel_stage_dp(&t->stages[s]) *
+			     t->stages[s].tp;
 	}
 	return n;
 }
 
 /* ------------------------------------------------------------------ */
+
+/*
+ * Micro-batches a plan gives (all templates non-zero; zero means the
+ * pricing distributes the batch) must cover the global batch, and may
+ * exceed it by less than one micro-batch per pipeline: the most the
+ * pricing's own distribution ever adds.  Anything more is work the
+ * iteration does for no sample.
+ */
+static int check_micro_batches(const struct costmodel_plan *plan)
+{
+	int64_t have = 0, pipelines = 0, need;
+	bool all_one = true;
+
+	for (int i = 0; i < plan->ntemplates; i++) {
+		const struct costmodel_template *t = &plan->templates[i];
+
+		if (t->micro_batches == 0)
+			return 0;
+		have += (int64_t)t->replicas * t->micro_batches;
+		pipelines += t->replicas;
+		all_one = all_one && t->micro_batches == 1;
+	}
+	need = ((int64_t)plan->global_batch + plan->micro_batch - 1) /
+	       plan->micro_batch;
+	if (have < need)
+		return ar_seterr(-AR_EINVAL, "plan: the templates' micro_batches cover %" PRId64 " samples of the global batch of %d",
+				 have * plan->micro_batch, plan->global_batch);
+	if (!all_one && have >= need + pipelines)
+		return ar_seterr(-AR_EINVAL, "plan: the templates' micro_batches give %" PRId64 " micro-batches of %d samples for a global batch of %d (at most %" PRId64 ")",
+				 have, plan->micro_batch, plan->global_batch,
+				 need + pipelines - 1);
+	return 0;
+}
 
 int costmodel_plan_check(const struct costmodel *cm,
 			 const struct costmodel_cluster *cl,
@@ -142,7 +202,7 @@ int costmodel_plan_check(const struct costmodel *cm,
 		}
 		for (int s = 0; s < t->nstages && rc == 0; s++) {
 			const struct costmodel_stage *st = &t->stages[s];
-			int w = st->tp * t->replicas;
+			int64_t w = (int64_t)st->tp * costmodel_stage_dp(st) * t->replicas;
 
 			if (st->gpu < 0 || st->gpu >= cm->ngpus)
 				rc = ar_seterr(-AR_EINVAL, "template %d stage %d: bad GPU type",
@@ -155,9 +215,13 @@ int costmodel_plan_check(const struct costmodel *cm,
 				rc = ar_seterr(-AR_EINVAL, "template %d stage %d: layers [%d, %d] do not continue the pipeline at layer %d",
 					       i, s, st->first_layer, st->last_layer, next);
 			else if (st->ep < 1 || st->etp < 1 || st->edp < 1 ||
-				 st->ep * st->etp * st->edp != w)
-				rc = ar_seterr(-AR_EINVAL, "template %d stage %d: ep*etp*edp = %d*%d*%d is not tp*replicas = %d",
+				 (int64_t)st->ep * st->etp * st->edp != w)
+				rc = ar_seterr(-AR_EINVAL, "template %d stage %d: ep*etp*edp = %d*%d*%d is not tp*dp*replicas = %" PRId64,
 					       i, s, st->ep, st->etp, st->edp, w);
+			else if (st->dp < 0 || st->dp > COSTMODEL_MAX_MBS ||
+				 plan->micro_batch % costmodel_stage_dp(st))
+				rc = ar_seterr(-AR_EINVAL, "template %d stage %d: dp %d does not divide the micro-batch of %d",
+					       i, s, st->dp, plan->micro_batch);
 			else if (st->etp > st->tp || st->tp % st->etp)
 				rc = ar_seterr(-AR_EINVAL, "template %d stage %d: etp %d must divide tp %d",
 					       i, s, st->etp, st->tp);
@@ -171,41 +235,45 @@ int costmodel_plan_check(const struct costmodel *cm,
 				       i, next - 1, cm->nlayers);
 		for (int r = 0; r < t->replicas && rc == 0; r++) {
 			for (int s = 0; s < t->nstages && rc == 0; s++) {
-				const struct costmodel_group *g =
-					&t->placement[r * t->nstages + s];
-				const struct costmodel_node *n;
+				for (int q = 0; q < costmodel_stage_dp(&t->stages[s]) && rc == 0; q++) {
+					const struct costmodel_group *g =
+						costmodel_template_group(t, r, s, q);
+					const struct costmodel_node *n;
 
-				if (g->node < 0 || (size_t)g->node >= cl->nnodes) {
-					rc = ar_seterr(-AR_EINVAL, "template %d replica %d stage %d: no such node",
-						       i, r, s);
-					break;
-				}
-				n = &cl->nodes[g->node];
-				if (n->gpu != t->stages[s].gpu) {
-					rc = ar_seterr(-AR_EINVAL, "template %d replica %d stage %d: node %s has %s GPUs, the stage wants %s",
-						       i, r, s, n->name, cm->gpus[n->gpu].name,
-						       cm->gpus[t->stages[s].gpu].name);
-					break;
-				}
-				for (int k = 0; k < t->stages[s].tp; k++) {
-					int gi = g->gpu[k];
-
-					if (gi >= n->gpus) {
-						rc = ar_seterr(-AR_EINVAL, "template %d replica %d stage %d: node %s has no GPU %d",
-							       i, r, s, n->name, gi);
+					if (g->node < 0 || (size_t)g->node >= cl->nnodes) {
+						rc = ar_seterr(-AR_EINVAL, "template %d replica %d stage %d: no such node",
+							       i, r, s);
 						break;
 					}
-					if (used[g->node] & (1u << gi)) {
-						rc = ar_seterr(-AR_EINVAL, "node %s GPU %d is used twice",
-							       n->name, gi);
+					n = &cl->nodes[g->node];
+					if (n->gpu != t->stages[s].gpu) {
+						rc = ar_seterr(-AR_EINVAL, "template %d replica %d stage %d: node %s has %s GPUs, the stage wants %s",
+							       i, r, s, n->name, cm->gpus[n->gpu].name,
+							       cm->gpus[t->stages[s].gpu].name);
 						break;
 					}
-					used[g->node] |= (uint16_t)(1u << gi);
+					for (int k = 0; k < t->stages[s].tp; k++) {
+						int gi = g->gpu[k];
+
+						if (gi >= n->gpus) {
+							rc = ar_seterr(-AR_EINVAL, "template %d replica %d stage %d: node %s has no GPU %d",
+								       i, r, s, n->name, gi);
+							break;
+						}
+						if (used[g->node] & (1u << gi)) {
+							rc = ar_seterr(-AR_EINVAL, "node %s GPU %d is used twice",
+								       n->name, gi);
+							break;
+						}
+						used[g->node] |= (uint16_t)(1u << gi);
+					}
 				}
 			}
 		}
 	}
 	free(used);
+	if (rc == 0)
+		rc = check_micro_batches(plan);
 	return rc;
 }
 
@@ -254,24 +322,30 @@ json_t *costmodel_plan_to_json(const struct costmodel *cm,
 
 		for (int s = 0; s < t->nstages; s++) {
 			const struct costmodel_stage *st = &t->stages[s];
-
-			json_array_append_new(stages, json_pack(
+			json_t *js = json_pack(
 				"{s:s, s:i, s:[i,i], s:i, s:i, s:i, s:f}",
 				"gpu", cm->gpus[st->gpu].name, "tp", st->tp,
 				"layers", st->first_layer, st->last_layer,
 				"ep", st->ep, "etp", st->etp, "edp", st->edp,
-				"peak_mem_gib", rounded(st->peak_mem_gib, 2)));
+				"peak_mem_gib", rounded(st->peak_mem_gib, 2));
+
+			/* written only where it is not 1, so other plans read as before */
+			if (costmodel_stage_dp(st) > 1)
+				json_object_set_new(js, "dp", json_integer(st->dp));
+			json_array_append_new(stages, js);
 		}
 		for (int r = 0; r < t->replicas; r++) {
 			json_t *row = json_array();
 
 			for (int s = 0; s < t->nstages; s++) {
-				const struct costmodel_group *g =
-					&t->placement[r * t->nstages + s];
+				for (int k = 0; k < costmodel_stage_dp(&t->stages[s]); k++) {
+					const struct costmodel_group *g =
+						costmodel_template_group(t, r, s, k);
 
-				json_array_append_new(row, group_json(cl, g, t->stages[s].tp));
-				for (int k = 0; k < t->stages[s].tp; k++)
-					used[g->node] |= (uint16_t)(1u << g->gpu[k]);
+					json_array_append_new(row, group_json(cl, g, t->stages[s].tp));
+					for (int q = 0; q < t->stages[s].tp; q++)
+						used[g->node] |= (uint16_t)(1u << g->gpu[q]);
+				}
 			}
 			json_array_append_new(placement, row);
 		}
@@ -309,31 +383,28 @@ json_t *costmodel_plan_to_json(const struct costmodel *cm,
 
 /* ------------------------------------------------------------------ */
 
-static int get_int(const json_t *obj, const char *key, const char *what,
-		   bool required, int *out)
-{
-	json_t *v = json_object_get(obj, key);
-
-	if (!v) {
-		if (required)
-			return ar_seterr(-AR_EINVAL, "%s: \"%s\" is missing",
-					 what, key);
-		return 0;
-	}
-	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-	    json_integer_value(v) > 1 << 30)
-		return ar_seterr(-AR_EINVAL, "%s: \"%s\" must be a non-negative integer",
-				 what, key);
-	*out = (int)json_integer_value(v);
-	return 0;
-}
+/*
+ * Bounds of a plan's integers (docs/limits.md).  Structural rules (powers
+ * of two, layers that continue the pipeline, every GPU once) are
+ * costmodel_plan_check()'s; these keep every later product far from
+ * overflow: replicas <= GPUs of the cluster <= 2^20, ep <= 4096,
+ * etp <= 8, dp <= 16, edp <= 2^27.
+ */
+#define PLAN_MAX_EP		4096
+#define PLAN_MAX_REPLICAS	(1 << 20)
+#define PLAN_MAX_BATCH		(1 << 24)
+#define PLAN_MAX_SEQ		(1 << 20)
+#define PLAN_MAX_EDP		(PLAN_MAX_REPLICAS * COSTMODEL_MAX_TP * COSTMODEL_MAX_MBS)
 
 static int parse_stage(const struct costmodel *cm, const json_t *js,
-		       const char *what, struct costmodel_stage *st)
+		       const char *what, int replicas,
+		       struct costmodel_stage *st)
 {
 	static const char *const keys[] = {
-		"gpu", "tp", "layers", "ep", "etp", "edp", "peak_mem_gib", NULL
+		"gpu", "tp", "layers", "ep", "etp", "edp", "dp", "peak_mem_gib", NULL
 	};
+	char name[192];
+	int64_t layer;
 	json_t *v;
 	int rc;
 
@@ -345,22 +416,44 @@ static int parse_stage(const struct costmodel *cm, const json_t *js,
 	if (!json_is_string(v) || (st->gpu = costmodel_gpu_find(cm, json_string_value(v))) < 0)
 		return ar_seterr(-AR_EINVAL, "%s: \"gpu\" must name a known GPU profile",
 				 what);
-	if ((rc = get_int(js, "tp", what, true, &st->tp)) < 0)
+	if ((rc = ar_json_int(js, "tp", what, 1, COSTMODEL_MAX_TP, true, &st->tp)) < 0)
 		return rc;
 	v = json_object_get(js, "layers");
-	if (!json_is_array(v) || json_array_size(v) != 2 ||
-	    !json_is_integer(json_array_get(v, 0)) ||
-	    !json_is_integer(json_array_get(v, 1)))
+	if (!json_is_array(v) || json_array_size(v) != 2)
 		return ar_seterr(-AR_EINVAL, "%s: \"layers\" must be [first, last]",
 				 what);
-	st->first_layer = (int)json_integer_value(json_array_get(v, 0));
-	st->last_layer = (int)json_integer_value(json_array_get(v, 1));
-	st->ep = st->etp = 1;
-	st->edp = 0;		/* 0: default to the whole stage, set below */
-	if ((rc = get_int(js, "ep", what, false, &st->ep)) < 0 ||
-	    (rc = get_int(js, "etp", what, false, &st->etp)) < 0 ||
-	    (rc = get_int(js, "edp", what, false, &st->edp)) < 0)
+	snprintf(name, sizeof(name), "%s: \"layers\"[0]", what);
+	if ((rc = ar_json_int64_value(json_array_get(v, 0), name, 0,
+				      cm->nlayers - 1, &layer)) < 0)
 		return rc;
+	st->first_layer = (int)layer;
+	snprintf(name, sizeof(name), "%s: \"layers\"[1]", what);
+	if ((rc = ar_json_int64_value(json_array_get(v, 1), name, 0,
+				      cm->nlayers - 1, &layer)) < 0)
+		return rc;
+	st->last_layer = (int)layer;
+	st->ep = st->etp = 1;
+	st->edp = 0;		/* 0: the whole stage, set below */
+	st->dp = 1;
+	if ((rc = ar_json_int(js, "ep", what, 1, PLAN_MAX_EP, false, &st->ep)) < 0 ||
+	    (rc = ar_json_int(js, "etp", what, 1, COSTMODEL_MAX_TP, false, &st->etp)) < 0 ||
+	    (rc = ar_json_int(js, "edp", what, 1, PLAN_MAX_EDP, false, &st->edp)) < 0 ||
+	    (rc = ar_json_int(js, "dp", what, 1, COSTMODEL_MAX_MBS, false, &st->dp)) < 0)
+		return rc;
+	v = json_object_get(js, "peak_mem_gib");
+	if (v && (!json_is_number(v) || json_number_value(v) < 0))
+		return ar_seterr(-AR_EINVAL, "%s: \"peak_mem_gib\" must be a non-negative number",
+				 what);
+	if (st->edp == 0) {
+		/* The stage's GPUs not spent on EP x ETP; bounded above. */
+		int64_t gpus = (int64_t)st->tp * st->dp * replicas;
+		int64_t ep_etp = (int64_t)st->ep * st->etp;
+
+		if (gpus % ep_etp)
+			return ar_seterr(-AR_EINVAL, "%s: ep*etp = %d*%d does not divide the stage's %" PRId64 " GPUs (tp*dp*replicas)",
+					 what, st->ep, st->etp, gpus);
+		st->edp = (int)(gpus / ep_etp);
+	}
 	return 0;
 }
 
@@ -400,6 +493,8 @@ static int parse_template(const struct costmodel *cm,
 			  const struct costmodel_cluster *cl, const json_t *jt,
 			  int i, struct costmodel_template *t)
 {
+	/* Every replica takes a GPU at least. */
+	int max_replicas = costmodel_cluster_total_gpus(cl);
 	static const char *const keys[] = {
 		"replicas", "micro_batches", "stages", "placement", NULL
 	};
@@ -412,11 +507,11 @@ static int parse_template(const struct costmodel *cm,
 	if (!json_is_object(jt))
 		return ar_seterr(-AR_EINVAL, "%s: not an object", what);
 	if ((rc = ar_json_check_keys(jt, keys, what)) < 0 ||
-	    (rc = get_int(jt, "replicas", what, true, &t->replicas)) < 0 ||
-	    (rc = get_int(jt, "micro_batches", what, false, &t->micro_batches)) < 0)
+	    (rc = ar_json_int(jt, "replicas", what, 1, max_replicas, true,
+			      &t->replicas)) < 0 ||
+	    (rc = ar_json_int(jt, "micro_batches", what, 0, PLAN_MAX_BATCH, false,
+			      &t->micro_batches)) < 0)
 		return rc;
-	if (t->replicas < 1 || t->replicas > 1 << 16)
-		return ar_seterr(-AR_EINVAL, "%s: \"replicas\" must be positive", what);
 	stages = json_object_get(jt, "stages");
 	if (!json_is_array(stages) || json_array_size(stages) < 1 ||
 	    json_array_size(stages) > COSTMODEL_MAX_DEPTH)
@@ -427,11 +522,8 @@ static int parse_template(const struct costmodel *cm,
 		char swhat[160];
 
 		snprintf(swhat, sizeof(swhat), "%s.stages[%zu]", what, s);
-		if ((rc = parse_stage(cm, e, swhat, &t->stages[s])) < 0)
+		if ((rc = parse_stage(cm, e, swhat, t->replicas, &t->stages[s])) < 0)
 			return rc;
-		if (t->stages[s].edp == 0)
-			t->stages[s].edp = t->stages[s].tp * t->replicas /
-				(t->stages[s].ep * t->stages[s].etp);
 	}
 	placement = json_object_get(jt, "placement");
 	if (!json_is_array(placement) ||
@@ -441,20 +533,26 @@ static int parse_template(const struct costmodel *cm,
 	if ((rc = cm_template_alloc_placement(t)) < 0)
 		return rc;
 	json_array_foreach(placement, r, row) {
-		if (!json_is_array(row) || (int)json_array_size(row) != t->nstages)
-			return ar_seterr(-AR_EINVAL, "%s: placement[%zu] must have one entry per stage",
-					 what, r);
-		json_array_foreach(row, s, e) {
-			char gwhat[160];
+		size_t slot = 0;
 
-			snprintf(gwhat, sizeof(gwhat), "%s.placement[%zu][%zu]",
-				 what, r, s);
-			rc = parse_group(cl, e, t->stages[s].tp > 0 &&
-					 t->stages[s].tp <= COSTMODEL_MAX_TP ?
-					 t->stages[s].tp : 1, gwhat,
-					 &t->placement[r * t->nstages + s]);
-			if (rc < 0)
-				return rc;
+		if (!json_is_array(row) ||
+		    (int)json_array_size(row) != costmodel_template_slots(t))
+			return ar_seterr(-AR_EINVAL, "%s: placement[%zu] must have one entry per TP group: a stage's dp of them (%d)",
+					 what, r, costmodel_template_slots(t));
+		for (s = 0; s < (size_t)t->nstages; s++) {
+			const struct costmodel_stage *st = &t->stages[s];
+
+			for (int k = 0; k < st->dp; k++, slot++) {
+				char gwhat[160];
+
+				snprintf(gwhat, sizeof(gwhat), "%s.placement[%zu][%zu]",
+					 what, r, slot);
+				rc = parse_group(cl, json_array_get(row, slot),
+						 st->tp, gwhat,
+						 costmodel_template_group(t, (int)r, (int)s, k));
+				if (rc < 0)
+					return rc;
+			}
 		}
 	}
 	return 0;
@@ -478,7 +576,8 @@ int costmodel_plan_from_json(const struct costmodel *cm,
 	if (!json_is_object(root))
 		return ar_seterr(-AR_EINVAL, "plan: not a JSON object");
 	if ((rc = ar_json_check_keys(root, keys, "plan")) < 0 ||
-	    (rc = get_int(root, "arachne_plan", "plan", true, &version)) < 0)
+	    (rc = ar_json_int(root, "arachne_plan", "plan", 0, INT_MAX, true,
+			      &version)) < 0)
 		return rc;
 	if (version != PLAN_FORMAT_VERSION)
 		return ar_seterr(-AR_EINVAL, "plan: format version %d, this build reads %d",
@@ -490,12 +589,29 @@ int costmodel_plan_from_json(const struct costmodel *cm,
 	plan = costmodel_plan_create(cm);
 	if (!plan)
 		return -ENOMEM;
-	if ((rc = get_int(root, "global_batch", "plan", false, &plan->global_batch)) < 0 ||
-	    (rc = get_int(root, "seq_len", "plan", false, &plan->seq_len)) < 0 ||
-	    (rc = get_int(root, "micro_batch", "plan", true, &plan->micro_batch)) < 0)
+	if ((rc = ar_json_int(root, "global_batch", "plan", 1, PLAN_MAX_BATCH, false,
+			      &plan->global_batch)) < 0 ||
+	    (rc = ar_json_int(root, "seq_len", "plan", 1, PLAN_MAX_SEQ, false,
+			      &plan->seq_len)) < 0 ||
+	    (rc = ar_json_int(root, "micro_batch", "plan", 1, COSTMODEL_MAX_MBS, true,
+			      &plan->micro_batch)) < 0)
 		goto err;
+	/* What the plan says of itself is output; only its types are held. */
 	v = json_object_get(root, "planner");
-	if (json_is_object(v) && json_is_string(json_object_get(v, "name")))
+	if (v && (!json_is_object(v) ||
+		  (json_object_get(v, "name") &&
+		   !json_is_string(json_object_get(v, "name"))))) {
+		rc = ar_seterr(-AR_EINVAL, "plan: \"planner\" must be an object with a string \"name\"");
+		goto err;
+	}
+	if ((json_object_get(root, "predicted") &&
+	     !json_is_object(json_object_get(root, "predicted"))) ||
+	    (json_object_get(root, "unused") &&
+	     !json_is_array(json_object_get(root, "unused")))) {
+		rc = ar_seterr(-AR_EINVAL, "plan: \"predicted\" must be an object and \"unused\" an array");
+		goto err;
+	}
+	if (json_is_string(json_object_get(v, "name")))
 		snprintf(plan->planner, sizeof(plan->planner), "%s",
 			 json_string_value(json_object_get(v, "name")));
 	templates = json_object_get(root, "templates");

@@ -4,7 +4,7 @@
  * One pipeline with M micro-batches under 1F1B takes
  *	(M - 1) * max_s t_s + sum_s t_s
  * where t_s is stage s's forward + backward + collectives + p2p time for
- * one micro-batch.  Pipelines of different speed share the global batch
+ * one micro-batch (on micro_batch / dp samples for a stage with dp groups).  Pipelines of different speed share the global batch
  * in proportion to their speed, then every layer's gradients are
  * all-reduced across all pipelines at the slowest participating link.
  * docs/costmodel.md derives each term and says where we depart from the
@@ -32,36 +32,44 @@ void cm_template_links(const struct costmodel *cm,
 		       struct cm_stage_links *links)
 {
 	int nodes_small[64], *nodes = nodes_small;
+	int most = t->replicas;
 
-	if (t->replicas > 64)
-		nodes = malloc((size_t)t->replicas * sizeof(*nodes));
+	for (int s = 0; s < t->nstages; s++)
+		if (t->replicas * costmodel_stage_dp(&t->stages[s]) > most)
+			most = t->replicas * costmodel_stage_dp(&t->stages[s]);
+	if (most > 64)
+		nodes = malloc((size_t)most * sizeof(*nodes));
 	for (int s = 0; s < t->nstages; s++) {
 		struct cm_stage_links *l = &links[s];
 		int gpu = t->stages[s].gpu, tp = t->stages[s].tp;
+		int dp = costmodel_stage_dp(&t->stages[s]);
+		int groups = t->replicas * dp, first = -1;
 		int run = 0;
 
 		l->intra_Bps = cm_intra_Bps(cm, gpu);
 		l->net_Bps = DBL_MAX;
 		l->gpus_per_node_min = INT32_MAX;
 		l->dp_one_node = true;
-		for (int r = 0; r < t->replicas; r++) {
-			int node = t->placement[r * t->nstages + s].node;
+		for (int g = 0; g < groups; g++) {
+			int node = costmodel_template_group(t, g / dp, s, g % dp)->node;
 			double bps = cm_node_net_Bps(cm, cl, node);
 
 			if (bps < l->net_Bps)
 				l->net_Bps = bps;
-			if (node != t->placement[s].node)
+			if (first < 0)
+				first = node;
+			if (node != first)
 				l->dp_one_node = false;
 			if (nodes)
-				nodes[r] = node;
+				nodes[g] = node;
 		}
 		/* Fewest GPUs of this stage on one of its nodes: bounds
 		 * which expert groups stay inside a node. */
 		if (nodes) {
-			qsort(nodes, (size_t)t->replicas, sizeof(*nodes), int_cmp);
-			for (int r = 0; r < t->replicas; r++) {
+			qsort(nodes, (size_t)groups, sizeof(*nodes), int_cmp);
+			for (int r = 0; r < groups; r++) {
 				run++;
-				if (r + 1 == t->replicas || nodes[r + 1] != nodes[r]) {
+				if (r + 1 == groups || nodes[r + 1] != nodes[r]) {
 					if (run * tp < l->gpus_per_node_min)
 						l->gpus_per_node_min = run * tp;
 					run = 0;
@@ -81,15 +89,25 @@ void cm_template_links(const struct costmodel *cm,
 	for (int s = 0; s < t->nstages; s++) {
 		struct cm_stage_links *l = &links[s];
 		bool same_node = true;
+		int dp = costmodel_stage_dp(&t->stages[s]);
 
 		if (s == t->nstages - 1) {
 			l->p2p_Bps = 0;
 			l->p2p_lat = 0;
+			l->p2p_streams = 1;
 			continue;
 		}
-		for (int r = 0; r < t->replicas && same_node; r++)
-			same_node = t->placement[r * t->nstages + s].node ==
-				    t->placement[r * t->nstages + s + 1].node;
+		/* Each of the smaller side's groups exchanges its share. */
+		l->p2p_streams = dp < costmodel_stage_dp(&t->stages[s + 1]) ?
+				 dp : costmodel_stage_dp(&t->stages[s + 1]);
+		for (int r = 0; r < t->replicas && same_node; r++) {
+			int node = costmodel_template_group(t, r, s, 0)->node;
+
+			for (int k = 0; k < dp && same_node; k++)
+				same_node = costmodel_template_group(t, r, s, k)->node == node;
+			for (int k = 0; k < costmodel_stage_dp(&t->stages[s + 1]) && same_node; k++)
+				same_node = costmodel_template_group(t, r, s + 1, k)->node == node;
+		}
 		if (same_node) {
 			l->p2p_Bps = l->intra_Bps;
 			l->p2p_lat = INTRA_LATENCY_S;
@@ -189,14 +207,22 @@ static const enum costmodel_layer_type priced_types[] = {
 	COSTMODEL_LAYER_HEAD,
 };
 
-/* A stage's time per micro-batch (p2p included) and memory pieces. */
+/*
+ * A stage's time per micro-batch of @mbs samples (p2p included) and memory
+ * pieces.  A stage with dp groups gives each mbs / dp of the samples.
+ */
 static int stage_cost(const struct costmodel *cm, const struct costmodel_stage *st,
 		      int mbs, const struct cm_stage_links *links,
 		      double *time_s, double *state_bytes, double *act_bytes)
 {
 	int counts[COSTMODEL_NUM_LAYER_TYPES];
+	int sent = mbs;
 	int rc;
 
+	if (mbs % costmodel_stage_dp(st))
+		return ar_seterr(-AR_EINVAL, "a stage of dp %d cannot share a micro-batch of %d",
+				 st->dp, mbs);
+	mbs /= costmodel_stage_dp(st);
 	count_layers(cm, st->first_layer, st->last_layer, counts);
 	*time_s = *state_bytes = *act_bytes = 0;
 	for (size_t i = 0; i < ARRAY_SIZE(priced_types); i++) {
@@ -215,7 +241,8 @@ static int stage_cost(const struct costmodel *cm, const struct costmodel_stage *
 	}
 	if (links->p2p_Bps > 0) {
 		/* Activations forward, their gradients backward. */
-		double bytes = (double)mbs * cm->model.seq_len * cm->model.hidden * 2.0;
+		double bytes = (double)sent / links->p2p_streams *
+			       cm->model.seq_len * cm->model.hidden * 2.0;
 
 		*time_s += 2.0 * (bytes / links->p2p_Bps + links->p2p_lat);
 	}
@@ -292,7 +319,7 @@ int costmodel_plan_price(const struct costmodel *cm,
 	double *gsync = NULL;
 	double pipeline_s = 0, sync_s = 0;
 	int n = plan->ntemplates, L = cm->nlayers, mbs = plan->micro_batch;
-	int pipelines = 0, rc = 0;
+	int rc = 0;
 	bool distribute = false;
 
 	if (n < 1)
@@ -325,7 +352,6 @@ int costmodel_plan_price(const struct costmodel *cm,
 			tmax[j] = fmax(tmax[j], t->stages[s].time_s);
 			tsum[j] += t->stages[s].time_s;
 		}
-		pipelines += t->replicas;
 		if (t->micro_batches == 0)
 			distribute = true;
 	}
@@ -373,26 +399,36 @@ int costmodel_plan_price(const struct costmodel *cm,
 	}
 
 	/*
-	 * Gradient synchronization: every layer is all-reduced over all
-	 * pipelines (experts over their EDP ranks in every template); the
-	 * slowest holder sets the time of each layer's collective.
+	 * Gradient synchronization: every layer is all-reduced over all the
+	 * TP groups that hold it, one a pipeline or dp of them in a stage
+	 * with data parallelism of its own (experts over their EDP ranks in
+	 * every template); the slowest holder sets the time of each layer's
+	 * collective.
 	 */
-	int edp_total_small[256], *edp_total = edp_total_small;
+	int edp_total_small[256], holders_small[256];
+	int *edp_total = edp_total_small, *holders = holders_small;
 
-	if (L > 256)
+	if (L > 256) {
 		edp_total = calloc((size_t)L, sizeof(*edp_total));
-	else
+		holders = calloc((size_t)L, sizeof(*holders));
+	} else {
 		memset(edp_total_small, 0, sizeof(edp_total_small));
-	if (!edp_total) {
+		memset(holders_small, 0, sizeof(holders_small));
+	}
+	if (!edp_total || !holders) {
 		rc = -ENOMEM;
-		goto out;
+		goto out_sync;
 	}
 	for (int j = 0; j < n; j++) {
 		struct costmodel_template *t = &plan->templates[j];
 
-		for (int s = 0; s < t->nstages; s++)
-			for (int l = t->stages[s].first_layer; l <= t->stages[s].last_layer; l++)
+		for (int s = 0; s < t->nstages; s++) {
+			for (int l = t->stages[s].first_layer; l <= t->stages[s].last_layer; l++) {
 				edp_total[l] += t->stages[s].edp;
+				holders[l] += t->replicas *
+					      costmodel_stage_dp(&t->stages[s]);
+			}
+		}
 	}
 	for (int j = 0; j < n; j++) {
 		struct costmodel_template *t = &plan->templates[j];
@@ -401,7 +437,7 @@ int costmodel_plan_price(const struct costmodel *cm,
 		for (int s = 0; s < t->nstages; s++) {
 			struct costmodel_stage *st = &t->stages[s];
 			int counts[COSTMODEL_NUM_LAYER_TYPES];
-			double per_type[COSTMODEL_NUM_LAYER_TYPES] = { 0 };
+			double grad_bytes[COSTMODEL_NUM_LAYER_TYPES] = { 0 };
 			double exp_grad_bytes = 0;
 			/* Another template's replicas sit on other nodes. */
 			double dp_Bps = n > 1 ? lk[s].net_Bps : lk[s].dp_Bps;
@@ -414,17 +450,19 @@ int costmodel_plan_price(const struct costmodel *cm,
 
 				if (!counts[type])
 					continue;
-				cm_layer_cost(cm, st->gpu, st->tp, mbs, type, st->ep,
-					      st->etp, &lk[s], &c);
-				per_type[type] = cm_ring_allreduce_s(c.grad_bytes, pipelines,
-								     dp_Bps, dp_lat);
+				cm_layer_cost(cm, st->gpu, st->tp,
+					      mbs / costmodel_stage_dp(st), type,
+					      st->ep, st->etp, &lk[s], &c);
+				grad_bytes[type] = c.grad_bytes;
 				if (type == COSTMODEL_LAYER_ATTN)
 					exp_grad_bytes = c.expert_grad_bytes;
 			}
 			for (int l = st->first_layer; l <= st->last_layer; l++) {
 				enum costmodel_layer_type type = cm_layer_type(cm, l);
 
-				gsync[2 * l] = fmax(gsync[2 * l], per_type[type]);
+				gsync[2 * l] = fmax(gsync[2 * l],
+					cm_ring_allreduce_s(grad_bytes[type], holders[l],
+							    dp_Bps, dp_lat));
 				if (type == COSTMODEL_LAYER_ATTN)
 					gsync[2 * l + 1] = fmax(gsync[2 * l + 1],
 						cm_ring_allreduce_s(exp_grad_bytes,
@@ -433,8 +471,13 @@ int costmodel_plan_price(const struct costmodel *cm,
 			}
 		}
 	}
+out_sync:
 	if (edp_total != edp_total_small)
 		free(edp_total);
+	if (holders != holders_small)
+		free(holders);
+	if (rc < 0)
+		goto out;
 	for (int j = 0; j < n; j++) {
 		struct costmodel_template *t = &plan->templates[j];
 
@@ -448,6 +491,12 @@ int costmodel_plan_price(const struct costmodel *cm,
 		}
 	}
 
+	/* Every input is range-checked; this holds the promise for outputs. */
+	if (!isfinite(pipeline_s + sync_s) || pipeline_s + sync_s <= 0) {
+		rc = ar_seterr(-AR_EINVAL, "plan: the predicted iteration time (%g s) is not a positive number",
+			       pipeline_s + sync_s);
+		goto out;
+	}
 	plan->predicted.pipeline_s = pipeline_s;
 	plan->predicted.sync_s = sync_s;
 	plan->predicted.iter_s = pipeline_s + sync_s;

@@ -194,6 +194,12 @@ static int plan_roles(const struct migrate_topo *topo,
 							 "migrate: template %d stage %d has TP %d",
 							 t, s, st->tp);
 				}
+				if (costmodel_stage_dp(st) > 1) {
+					free(roles);
+					return ar_seterr(-AR_EINVAL,
+							 "migrate: template %d stage %d has data parallelism of its own (dp %d); only plans with one TP group a stage and replica can be migrated",
+							 t, s, st->dp);
+				}
 				if (g->node < 0 || g->node >= topo->nnodes) {
 					free(roles);
 					return ar_seterr(-AR_EINVAL,

@@ -51,6 +51,11 @@ static void usage(FILE *f)
 "      --seed N            random seed (default 1)\n"
 "      --starts WHICH      arachne: all (default) or rollouts, to climb from\n"
 "                          the policy's own plans alone\n"
+"      --no-climb          arachne: the best of the policy's rollouts as built\n"
+"      --seed-planners     arachne: fast search planners' plans seed the climb\n"
+"                          and stand when faster (off by default)\n"
+"      --evaluations N     random: templates to price (default: as many\n"
+"                          constructions as arachne's rollouts)\n"
 "  -q, --quiet             no progress on stderr\n"
 "  -h, --help              this help\n");
 }
@@ -144,6 +149,9 @@ int main(int argc, char **argv)
 		{ "threads", required_argument, NULL, 'j' },
 		{ "seed", required_argument, NULL, 'S' },
 		{ "starts", required_argument, NULL, 'T' },
+		{ "no-climb", no_argument, NULL, 'N' },
+		{ "seed-planners", no_argument, NULL, 'D' },
+		{ "evaluations", required_argument, NULL, 'E' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
@@ -199,6 +207,17 @@ int main(int argc, char **argv)
 					prog, optarg);
 				return EXIT_BADINPUT;
 			}
+			break;
+		case 'N':
+			req.no_climb = true;
+			break;
+		case 'D':
+			req.seed_planners = true;
+			break;
+		case 'E':
+			if (parse_int("--evaluations", optarg, 1, LONG_MAX, &v) < 0)
+				return EXIT_BADINPUT;
+			req.evaluations = v;
 			break;
 		case 'B': {
 			char *end;
@@ -288,11 +307,11 @@ int main(int argc, char **argv)
 	if (output) {
 		char *text = json_dumps(out, JSON_INDENT(2));
 
-		rc = text ? ar_file_write_atomic(output, text, strlen(text), 0644) :
-			    -ENOMEM;
+		rc = text ? ar_file_write_output(output, text, strlen(text), 0644) :
+			    ar_seterr(-ENOMEM, "%s: out of memory", output);
 		free(text);
 		if (rc < 0) {
-			fprintf(stderr, "%s: %s: %s\n", prog, output, ar_strerror(rc));
+			fprintf(stderr, "%s: %s\n", prog, ar_errmsg());
 			goto out;
 		}
 	}

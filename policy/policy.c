@@ -22,6 +22,7 @@ static const struct {
 	{ "metis", planner_metis },
 	{ "hexiscale", planner_hexiscale },
 	{ "espresso", planner_espresso },
+	{ "random", planner_random },
 };
 
 #define NPLANNERS ARRAY_SIZE(planners)

@@ -26,11 +26,22 @@ struct policy_request {
 	unsigned long seed;
 	bool quiet;				/* no progress on stderr */
 	/*
-	 * "arachne" only: climb from the policy's own plans alone, without
-	 * the structured starts and the search planners' plans, to measure
-	 * what the learned part finds by itself (docs/policy.md).
+	 * "arachne" only (docs/policy.md), to measure what the learned part
+	 * finds by itself: climb from the policy's own plans alone, without
+	 * the structured starts; return the best of the policy's rollouts as
+	 * they are, with no climb at all; or let the fast search planners'
+	 * plans seed the climb and stand as answers (off by default, so that
+	 * the planner's plans are its own).
 	 */
 	bool rollout_starts_only;
+	bool no_climb;
+	bool seed_planners;
+	/*
+	 * "random" only: build uniformly random feasible templates until this
+	 * many have been priced (<= 0: as many constructions as the learned
+	 * planner's rollouts).
+	 */
+	long evaluations;
 };
 
 /*

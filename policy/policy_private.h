@@ -31,6 +31,9 @@ int planner_exhaustive(const struct policy_request *req,
 /* The learned planner (arachne/arachne.c, docs/policy.md). */
 int planner_arachne(const struct policy_request *req,
 		    struct costmodel_plan **planp);
+/* Its ablation: uniformly random feasible templates (arachne/random.c). */
+int planner_random(const struct policy_request *req,
+		   struct costmodel_plan **planp);
 /* The baselines of the paper's §3.1 (baselines/, docs/baselines.md). */
 int planner_amp(const struct policy_request *req, struct costmodel_plan **planp);
 int planner_espresso(const struct policy_request *req,

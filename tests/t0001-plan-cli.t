@@ -95,10 +95,10 @@ test_expect_success 'malformed cluster JSON: exit 2 with line and column' '
 test_expect_success 'zero and negative counts: exit 2' '
 	echo "{\"nodes\":[{\"gpu\":\"h100\",\"gpus_per_node\":4,\"count\":0}]}" >zero.json &&
 	test_expect_code 2 "$ARACHNE_PLAN" --model llama3-8b --cluster zero.json 2>err &&
-	grep "\"count\" must be positive" err &&
+	grep "\"count\" must be an integer from 1 to 65536, not 0" err &&
 	echo "{\"nodes\":[{\"gpu\":\"h100\",\"gpus_per_node\":-4,\"count\":1}]}" >neg.json &&
 	test_expect_code 2 "$ARACHNE_PLAN" --model llama3-8b --cluster neg.json 2>err &&
-	grep "\"gpus_per_node\" must be positive" err
+	grep "\"gpus_per_node\" must be an integer from 1 to 16, not -4" err
 '
 
 test_expect_success 'a hostlist that does not parse: exit 2' '

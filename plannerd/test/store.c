@@ -84,8 +84,11 @@ static void test_put_get_reopen(void **state)
 	write_file("2.json.tmp.abcdef", "{\"arachne_job\":1,\"jo");
 	write_file("3.json", "{\"arachne_job\":1,");
 	write_file("4.json", "{\"job\":\"5\",\"uid\":1,\"request\":{},\"plan\":{}}");
+	/* a uid of -5 was read as 4294967291: a stranger's job */
+	write_file("6.json", "{\"job\":\"6\",\"uid\":-5,\"request\":{},\"plan\":{}}");
 	assert_int_equal(store_open(dir, &s), 0);
 	assert_int_equal(store_count(s), 1);
+	assert_int_equal(store_get(s, "6", &uid, NULL, NULL), -AR_ENOTFOUND);
 	assert_int_equal(store_get(s, "1", &uid, NULL, &got), 0);
 	assert_true(json_equal(doc, got));
 	json_decref(got);
