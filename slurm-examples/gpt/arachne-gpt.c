@@ -407,6 +407,8 @@ static int train(const struct args *a, struct gpt_job *job,
 		}
 	}
 	gpt_trainer_destroy(&tr);
+	/* Idle and finished ranks wait here, not spinning in MPI_Finalize. */
+	gpt_barrier(job->comm);
 	return 0;
 fail:
 	fprintf(stderr, "arachne-gpt: rank %d: %s\n", job->rank,

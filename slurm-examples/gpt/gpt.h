@@ -379,6 +379,21 @@ void gpt_stage_backward(struct gpt_trainer *tr, struct gpt_acts *a,
 			const float *dout);
 
 /* ---------------------------------------------------------------------
+ * Waiting for MPI without taking the cores (comm.c): the blocking calls,
+ * made of non-blocking ones and a polite wait.
+ * ------------------------------------------------------------------- */
+
+void gpt_wait(MPI_Request *req);
+void gpt_waitall(int n, MPI_Request *reqs);
+void gpt_recv(void *buf, int count, MPI_Datatype type, int src, int tag,
+	      MPI_Comm comm);
+void gpt_allreduce(void *buf, int count, MPI_Datatype type, MPI_Op op,
+		   MPI_Comm comm);
+void gpt_allgather(const void *send, int count, MPI_Datatype type, void *recv,
+		   MPI_Comm comm);
+void gpt_barrier(MPI_Comm comm);
+
+/* ---------------------------------------------------------------------
  * Live migration (live.c).
  * ------------------------------------------------------------------- */
 

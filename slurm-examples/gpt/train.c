@@ -185,8 +185,7 @@ static void wait_reqs(struct gpt_trainer *tr, int slot, int dir)
 {
 	int k = slot * 2 + dir;
 
-	MPI_Waitall(tr->nreqs[k], tr->reqs + (size_t)k * COSTMODEL_MAX_TP,
-		    MPI_STATUSES_IGNORE);
+	gpt_waitall(tr->nreqs[k], tr->reqs + (size_t)k * COSTMODEL_MAX_TP);
 	tr->nreqs[k] = 0;
 }
 
@@ -227,9 +226,9 @@ static void forward_one(struct gpt_trainer *tr, const struct gpt_data *data,
 	if (s > 0) {
 		const struct gpt_stage_info *prev = &pp->stages[s - 1];
 
-		MPI_Recv(gpt_acts_input(a), count, MPI_FLOAT,
+		gpt_recv(gpt_acts_input(a), count, MPI_FLOAT,
 			 prev->ranks[tr->tp_rank % prev->tp], 2 * i,
-			 tr->job->comm, MPI_STATUS_IGNORE);
+			 tr->job->comm);
 	}
 	gpt_stage_forward(tr, a);
 	if (s < pp->nstages - 1)
@@ -250,9 +249,9 @@ static void backward_one(struct gpt_trainer *tr, int i)
 	if (s < pp->nstages - 1) {
 		const struct gpt_stage_info *next = &pp->stages[s + 1];
 
-		MPI_Recv(tr->drecv, count, MPI_FLOAT,
+		gpt_recv(tr->drecv, count, MPI_FLOAT,
 			 next->ranks[tr->tp_rank % next->tp], 2 * i + 1,
-			 tr->job->comm, MPI_STATUS_IGNORE);
+			 tr->job->comm);
 	}
 	wait_reqs(tr, slot, 1);
 	gpt_stage_backward(tr, a, s < pp->nstages - 1 ? tr->drecv : NULL);
@@ -352,7 +351,7 @@ static int sync_grads(struct gpt_trainer *tr)
 				       (int)sg->floats, MPI_DOUBLE, MPI_SUM,
 				       sg->comm, &req[nreq++]);
 	}
-	MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
+	gpt_waitall(nreq, req);
 	free(req);
 	for (int g = 0; g < gp->ngroups; g++) {
 		struct gpt_sync_group *sg = &gp->groups[g];
@@ -404,8 +403,8 @@ int gpt_trainer_sync_replicated(struct gpt_trainer *tr)
 				       cfg->unit_size[p] * sizeof(float));
 				at += cfg->unit_size[p];
 			}
-	MPI_Allgather(send, (int)(per_unit * sh->nu), MPI_FLOAT, recv,
-		      (int)(per_unit * sh->nu), MPI_FLOAT, tr->tp_comm);
+	gpt_allgather(send, (int)(per_unit * sh->nu), MPI_FLOAT, recv,
+		      tr->tp_comm);
 	at = 0;
 	for (int u = 0; u < cfg->U; u++)
 		for (int l = sh->first; l <= sh->last; l++)
@@ -479,8 +478,7 @@ int gpt_trainer_report(struct gpt_trainer *tr, double *loss)
 		double v = tr->loss_sum;
 
 		if (src != job->rank)
-			MPI_Recv(&v, 1, MPI_DOUBLE, src, TAG_LOSS, job->comm,
-				 MPI_STATUS_IGNORE);
+			gpt_recv(&v, 1, MPI_DOUBLE, src, TAG_LOSS, job->comm);
 		total += v;
 	}
 	*loss = total / ((double)gp->global_batch * job->cfg.T);
