@@ -6,13 +6,34 @@ moments and step counters through libarachne-migrate and must print the
 losses of the uninterrupted one-process run to 1e-5 relative: 4 -> 8 ranks
 (TP 2 replicas to a pipeline of TP 4 and 2), 8 -> 4, TP 2 -> 4 -> a
 pipeline, and a template dropped.  A rank killed or stalled during the
-migration stops every rank with the reason, and the old state is intact.'
+migration stops every rank with the reason, and the old state is intact: the
+checkpoint written before the migration resumes the run to the same losses.'
 . "$(dirname "$0")/lib.sh"
 
 : "${MPIRUN:=$(command -v mpirun)}"
 if ! test -x "$ARACHNE_GPT" || ! test -x "$MPIRUN"; then
 	skip_all='arachne-gpt or mpirun not built/found (configure --with-mpi)'
-	test_done
+	test_expect_success 'the checkpoint written before a failed migration resumes it' '
+	! (export ARACHNE_MIGRATE_FAULT=kill:5 &&
+	   gpt_mpi 8 --model gpt-tiny --steps $STEPS --seed 9 -q \
+		--cluster c8.json --plan four.json --then 10:eight.json \
+		--checkpoint ck --timeout-s 3) >ck1.out 2>ck1.err &&
+	test "$(tail -1 ck1.out)" = "$(sed -n 10p ref.out)" &&
+	test "$(ls ck | grep -c "^rank-n0-[0-3].bin$")" -eq 4 &&
+	gpt_mpi 8 --model gpt-tiny --steps $STEPS --seed 9 -q --cluster c8.json \
+		--plan four.json --then 10:eight.json --resume ck \
+		>resumed.out 2>resumed.err &&
+	sed -n "11,20p" ref.out >ref-tail.out &&
+	"$GPT_CHECK" losses resumed.out ref-tail.out
+'
+
+test_expect_success 'a checkpoint resumes only with its own plan' '
+	test_must_fail gpt_mpi 8 --model gpt-tiny --steps $STEPS --seed 9 -q \
+		--cluster c8.json --plan eight.json --resume ck 2>wrong.err &&
+	grep -e "resume with the plan of the checkpoint" -e "No such file" wrong.err
+'
+
+test_done
 fi
 
 STEPS=20
@@ -83,6 +104,26 @@ test_expect_success 'a sender stalled during the migration: the others time out'
 	fault_run stall ARACHNE_MIGRATE_FAULT=stall:1 &&
 	grep "the migration after step 10 failed: .*3.0 s" stall.err &&
 	test "$(grep -c "the old state is intact" stall.err)" -ge 1
+'
+
+test_expect_success 'the checkpoint written before a failed migration resumes it' '
+	! (export ARACHNE_MIGRATE_FAULT=kill:5 &&
+	   gpt_mpi 8 --model gpt-tiny --steps $STEPS --seed 9 -q \
+		--cluster c8.json --plan four.json --then 10:eight.json \
+		--checkpoint ck --timeout-s 3) >ck1.out 2>ck1.err &&
+	test "$(tail -1 ck1.out)" = "$(sed -n 10p ref.out)" &&
+	test "$(ls ck | grep -c "^rank-n0-[0-3].bin$")" -eq 4 &&
+	gpt_mpi 8 --model gpt-tiny --steps $STEPS --seed 9 -q --cluster c8.json \
+		--plan four.json --then 10:eight.json --resume ck \
+		>resumed.out 2>resumed.err &&
+	sed -n "11,20p" ref.out >ref-tail.out &&
+	"$GPT_CHECK" losses resumed.out ref-tail.out
+'
+
+test_expect_success 'a checkpoint resumes only with its own plan' '
+	test_must_fail gpt_mpi 8 --model gpt-tiny --steps $STEPS --seed 9 -q \
+		--cluster c8.json --plan eight.json --resume ck 2>wrong.err &&
+	grep -e "resume with the plan of the checkpoint" -e "No such file" wrong.err
 '
 
 test_done

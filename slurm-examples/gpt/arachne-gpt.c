@@ -8,11 +8,13 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,6 +42,8 @@ struct args {
 	const char *plan;
 	const char *cluster;
 	const char *profiles;
+	const char *checkpoint;
+	const char *resume;
 	int micro_batch;
 	struct gpt_adamw opt;
 	double timeout_s;
@@ -65,6 +69,9 @@ static void usage(FILE *f)
 		"  -c, --cluster FILE      the cluster the plans are placed on\n"
 		"  -t, --then STEP:FILE    after step STEP, move to the plan in FILE\n"
 		"  -b, --micro-batch N     one process: micro-batch size (default 1)\n"
+		"      --checkpoint DIR    write the state there before each plan change and\n"
+		"                          at the end (one file per rank)\n"
+		"      --resume DIR        start from the checkpoint in DIR (with its plan)\n"
 		"      --lr X              AdamW learning rate (default 6e-4)\n"
 		"      --weight-decay X    AdamW weight decay of the matrices (default 0.01)\n"
 		"      --timeout-s S       a migration's wait for a silent peer (default 60)\n"
@@ -116,7 +123,7 @@ static bool parse_double(const char *s, double lo, double hi, double *v)
 
 static int parse_args(int argc, char **argv, int rank, struct args *a)
 {
-	enum { OPT_LR = 256, OPT_WD, OPT_TIMEOUT };
+	enum { OPT_LR = 256, OPT_WD, OPT_TIMEOUT, OPT_CHECKPOINT, OPT_RESUME };
 	static const struct option opts[] = {
 		{ "model", required_argument, NULL, 'm' },
 		{ "steps", required_argument, NULL, 'n' },
@@ -129,6 +136,8 @@ static int parse_args(int argc, char **argv, int rank, struct args *a)
 		{ "lr", required_argument, NULL, OPT_LR },
 		{ "weight-decay", required_argument, NULL, OPT_WD },
 		{ "timeout-s", required_argument, NULL, OPT_TIMEOUT },
+		{ "checkpoint", required_argument, NULL, OPT_CHECKPOINT },
+		{ "resume", required_argument, NULL, OPT_RESUME },
 		{ "profiles", required_argument, NULL, 'p' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
@@ -208,6 +217,12 @@ static int parse_args(int argc, char **argv, int rank, struct args *a)
 		case OPT_TIMEOUT:
 			if (!parse_double(optarg, 0.1, 86400, &a->timeout_s))
 				return bad_input(rank, "--timeout-s %s: expected 0.1 to 86400", optarg);
+			break;
+		case OPT_CHECKPOINT:
+			a->checkpoint = optarg;
+			break;
+		case OPT_RESUME:
+			a->resume = optarg;
 			break;
 		case 'p':
 			a->profiles = optarg;
@@ -359,13 +374,60 @@ static void progress(const struct args *a, const struct gpt_job *job,
  * Training.
  * ------------------------------------------------------------------- */
 
+/*
+ * Every rank learns the step the checkpoint was written after; ranks
+ * without state pass -1.  A rank that could not read its file makes
+ * every rank stop.
+ */
+static int resume_step(const struct gpt_job *job, int rc, long step,
+		       long *firstp)
+{
+	/* max of the steps, and max of minus the steps (ranks without state
+	 * take no part in either) */
+	long v[3] = { rc < 0, step < 0 ? -1 : step, step < 0 ? -LONG_MAX : -step };
+
+	gpt_allreduce(v, 3, MPI_LONG, MPI_MAX, job->comm);
+	if (v[0])
+		return -AR_EABORT;
+	if (v[1] < 0)
+		return ar_seterr(-AR_EINVAL, "no rank of the plan found its checkpoint");
+	if (v[1] != -v[2])
+		return ar_seterr(-AR_EINVAL, "the checkpoint's files are of steps %ld to %ld: not one checkpoint",
+				 -v[2], v[1]);
+	*firstp = v[1] + 1;
+	return 0;
+}
+
+static int migrate_after(const struct args *a, struct gpt_job *job,
+			 struct gpt_trainer *tr, const struct then *t)
+{
+	struct gpt_live_opts lo = { .timeout_s = a->timeout_s,
+				    .verbose = a->verbose };
+	int rc = 0;
+
+	if (a->checkpoint)
+		rc = gpt_ckpt_save(tr, a->checkpoint, t->step);
+	if (rc < 0) {
+		fprintf(stderr, "arachne-gpt: rank %d: checkpoint before the migration after step %ld: %s\n",
+			job->rank, t->step, ar_errmsg());
+		return rc;
+	}
+	rc = gpt_live_migrate(job, tr, t->gp, t->step, &lo);
+	if (rc < 0)
+		fprintf(stderr, "arachne-gpt: rank %d: the migration after step %ld failed: %s; migration aborted, the old state is intact%s%s\n",
+			job->rank, t->step,
+			*ar_errmsg() ? ar_errmsg() : ar_strerror(rc),
+			a->checkpoint ? " and saved in " : "",
+			a->checkpoint ? a->checkpoint : "");
+	return rc;
+}
+
 static int train(const struct args *a, struct gpt_job *job,
 		 struct gpt_plan *gp, struct gpt_data *data)
 {
 	struct gpt_trainer tr;
-	struct gpt_live_opts lo = { .timeout_s = a->timeout_s,
-				    .verbose = a->verbose };
 	double t_start = now_s();
+	long first = 1, k = -1;
 	int next = 0, rc;
 
 	rc = gpt_trainer_create(&tr, job, gp, a->seed, &a->opt);
@@ -373,11 +435,33 @@ static int train(const struct args *a, struct gpt_job *job,
 		rc = gpt_trainer_comms(&tr);
 	if (rc < 0)
 		goto fail;
-	gpt_shard_init(&tr.shard, &job->cfg, a->seed);
+	if (a->resume) {
+		rc = gpt_ckpt_load(&tr, a->resume, &k);
+		if (rc < 0)
+			fprintf(stderr, "arachne-gpt: rank %d: %s\n", job->rank,
+				ar_errmsg());
+		else if (k >= 0 && gpt_shard_step(&tr.shard, &job->cfg) != k)
+			rc = ar_seterr(-AR_EINVAL, "%s: the state inside is of step %u, its index says %ld",
+				       a->resume,
+				       gpt_shard_step(&tr.shard, &job->cfg), k);
+		rc = resume_step(job, rc, k, &first);
+		if (rc < 0)
+			goto fail;
+		while (next < a->nthen && a->then[next].step < first - 1)
+			next++;
+	} else {
+		gpt_shard_init(&tr.shard, &job->cfg, a->seed);
+	}
 	rc = gpt_trainer_sync_replicated(&tr);
 	if (rc < 0)
 		goto fail;
-	for (long step = 1; step <= a->steps; step++) {
+	/* A checkpoint written before a plan change resumes with the change. */
+	if (next < a->nthen && a->then[next].step == first - 1) {
+		if (migrate_after(a, job, &tr, &a->then[next]) < 0)
+			goto abort;
+		next++;
+	}
+	for (long step = first; step <= a->steps; step++) {
 		double t0 = now_s(), loss = 0;
 
 		rc = gpt_trainer_step(&tr, data, step);
@@ -392,28 +476,27 @@ static int train(const struct args *a, struct gpt_job *job,
 				 now_s() - t_start);
 		}
 		if (next < a->nthen && a->then[next].step == step) {
-			rc = gpt_live_migrate(job, &tr, a->then[next].gp, step,
-					      &lo);
-			if (rc < 0) {
-				fprintf(stderr, "arachne-gpt: rank %d: the migration after step %ld failed: %s; migration aborted, the old state is intact\n",
-					job->rank, step, *ar_errmsg() ?
-					ar_errmsg() : ar_strerror(rc));
-				gpt_trainer_destroy(&tr);
-				/* Peers may wait on us forever: end the job. */
-				MPI_Abort(job->comm, 1);
-				return 1;
-			}
+			if (migrate_after(a, job, &tr, &a->then[next]) < 0)
+				goto abort;
 			next++;
 		}
+	}
+	if (a->checkpoint && gpt_ckpt_save(&tr, a->checkpoint, a->steps) < 0) {
+		fprintf(stderr, "arachne-gpt: rank %d: checkpoint: %s\n",
+			job->rank, ar_errmsg());
+		goto abort;
 	}
 	gpt_trainer_destroy(&tr);
 	/* Idle and finished ranks wait here, not spinning in MPI_Finalize. */
 	gpt_barrier(job->comm);
 	return 0;
 fail:
-	fprintf(stderr, "arachne-gpt: rank %d: %s\n", job->rank,
-		*ar_errmsg() ? ar_errmsg() : ar_strerror(rc));
+	if (rc != -AR_EABORT)
+		fprintf(stderr, "arachne-gpt: rank %d: %s\n", job->rank,
+			*ar_errmsg() ? ar_errmsg() : ar_strerror(rc));
+abort:
 	gpt_trainer_destroy(&tr);
+	/* Peers may wait on this rank forever: end the job. */
 	MPI_Abort(job->comm, 1);
 	return 1;
 }
@@ -487,6 +570,11 @@ static int run(int argc, char **argv, struct gpt_job *job)
 	rc = gpt_data_load(&data, a.data, job->cfg.T);
 	if (rc < 0) {
 		rc = bad_input(job->rank, "%s", ar_errmsg());
+		goto out;
+	}
+	if (a.checkpoint && mkdir(a.checkpoint, 0700) < 0 && errno != EEXIST) {
+		rc = bad_input(job->rank, "--checkpoint %s: %s", a.checkpoint,
+			       strerror(errno));
 		goto out;
 	}
 	if (openblas_set_num_threads)

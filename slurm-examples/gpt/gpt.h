@@ -394,6 +394,20 @@ void gpt_allgather(const void *send, int count, MPI_Datatype type, void *recv,
 void gpt_barrier(MPI_Comm comm);
 
 /* ---------------------------------------------------------------------
+ * Checkpoints (ckpt.c): DIR/rank-NODE-GPU.bin, one per rank with state.
+ * ------------------------------------------------------------------- */
+
+/* Write @tr's state after step @step, atomically (a rank without state
+ * writes nothing). */
+int gpt_ckpt_save(const struct gpt_trainer *tr, const char *dir, long step);
+/*
+ * Read @tr's state from its file in @dir; *@stepp is the step it was
+ * written after (-1 for a rank without state).  The file must hold this
+ * rank's layers and units of the plan.
+ */
+int gpt_ckpt_load(struct gpt_trainer *tr, const char *dir, long *stepp);
+
+/* ---------------------------------------------------------------------
  * Live migration (live.c).
  * ------------------------------------------------------------------- */
 
