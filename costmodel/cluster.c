@@ -22,8 +22,15 @@ void costmodel_cluster_free(struct costmodel_cluster *cl)
 	free(cl);
 }
 
+/* A group's network and intra-node link, as it gives them (0: not given). */
+struct node_links {
+	int nics;
+	double nic_gbps;
+	double intra_node_GBps;
+};
+
 static int add_node(struct costmodel_cluster *cl, size_t *cap, const char *name,
-		    int gpu, int gpus)
+		    int gpu, int gpus, const struct node_links *links)
 {
 	if (cl->nnodes >= CLUSTER_MAX_NODES)
 		return ar_seterr(-AR_EINVAL, "cluster: more than %d nodes",
@@ -42,6 +49,9 @@ static int add_node(struct costmodel_cluster *cl, size_t *cap, const char *name,
 		return -ENOMEM;
 	cl->nodes[cl->nnodes].gpu = gpu;
 	cl->nodes[cl->nnodes].gpus = gpus;
+	cl->nodes[cl->nnodes].nics = links->nics;
+	cl->nodes[cl->nnodes].nic_gbps = links->nic_gbps;
+	cl->nodes[cl->nnodes].intra_node_GBps = links->intra_node_GBps;
 	cl->nnodes++;
 	return 0;
 }
@@ -67,6 +77,85 @@ static int json_posint(const json_t *obj, const char *key, const char *what,
 	return 0;
 }
 
+/*
+ * Intra-node link classes, per direction.  NVLink: half of the total
+ * NVIDIA's datasheets give per GPU (V100 300 GB/s, A100 600, H100 900,
+ * B200 1800).  PCIe x16: about 80 % of the raw rate (15.75, 31.5 and
+ * 63 GB/s for generations 3 to 5), as the shipped GPU profiles take it
+ * (docs/profiles.md).
+ */
+static const struct {
+	const char *name;
+	double GBps;
+} link_classes[] = {
+	{ "nvlink2", 150 }, { "nvlink3", 300 }, { "nvlink4", 450 },
+	{ "nvlink5", 900 }, { "pcie3", 12.5 }, { "pcie4", 25 },
+	{ "pcie5", 50 },
+};
+
+double costmodel_link_class_GBps(const char *name)
+{
+	for (size_t i = 0; i < sizeof(link_classes) / sizeof(link_classes[0]); i++)
+		if (strcmp(name, link_classes[i].name) == 0)
+			return link_classes[i].GBps;
+	return 0;
+}
+
+/* A positive number member @key of @obj, if present, into *@out. */
+static int json_posnum(const json_t *obj, const char *key, const char *what,
+		       double max, double *out)
+{
+	json_t *v = json_object_get(obj, key);
+
+	if (!v)
+		return 0;
+	if (!json_is_number(v) || !(json_number_value(v) > 0) ||
+	    json_number_value(v) > max)
+		return ar_seterr(-AR_EINVAL, "%s: \"%s\" must be a positive number up to %g",
+				 what, key, max);
+	*out = json_number_value(v);
+	return 0;
+}
+
+/* The optional network and intra-node link of a node group. */
+static int parse_links(const json_t *entry, const char *what,
+		       struct node_links *links)
+{
+	json_t *v;
+	int rc;
+
+	memset(links, 0, sizeof(*links));
+	if ((rc = json_posnum(entry, "nic_gbps", what, 1e6, &links->nic_gbps)) < 0 ||
+	    (rc = json_posnum(entry, "intra_node_GBps", what, 1e5,
+			      &links->intra_node_GBps)) < 0)
+		return rc;
+	v = json_object_get(entry, "nics");
+	if (v) {
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		    json_integer_value(v) > 64)
+			return ar_seterr(-AR_EINVAL, "%s: \"nics\" must be an integer from 1 to 64",
+					 what);
+		links->nics = (int)json_integer_value(v);
+	}
+	v = json_object_get(entry, "intra_node");
+	if (v) {
+		if (links->intra_node_GBps > 0)
+			return ar_seterr(-AR_EINVAL, "%s: give \"intra_node\" or \"intra_node_GBps\", not both",
+					 what);
+		if (!json_is_string(v) ||
+		    !(links->intra_node_GBps = costmodel_link_class_GBps(json_string_value(v)))) {
+			char names[128] = "";
+
+			for (size_t i = 0; i < sizeof(link_classes) / sizeof(link_classes[0]); i++)
+				snprintf(names + strlen(names), sizeof(names) - strlen(names),
+					 "%s%s", i ? ", " : "", link_classes[i].name);
+			return ar_seterr(-AR_EINVAL, "%s: \"intra_node\" must be one of %s",
+					 what, names);
+		}
+	}
+	return 0;
+}
+
 int costmodel_cluster_from_json(const struct costmodel *cm, const json_t *root,
 				struct costmodel_cluster **clp)
 {
@@ -74,7 +163,8 @@ int costmodel_cluster_from_json(const struct costmodel *cm, const json_t *root,
 		"name", "nodes", "inter_node_gbps", NULL
 	};
 	static const char *const node_keys[] = {
-		"gpu", "gpus_per_node", "count", "hosts", NULL
+		"gpu", "gpus_per_node", "count", "hosts", "nics", "nic_gbps",
+		"intra_node", "intra_node_GBps", NULL
 	};
 	struct costmodel_cluster *cl;
 	size_t cap = 0, i;
@@ -117,6 +207,7 @@ int costmodel_cluster_from_json(const struct costmodel *cm, const json_t *root,
 		char what[64];
 		const char *gpu_name;
 		long per_node, count;
+		struct node_links links;
 		int gpu;
 
 		snprintf(what, sizeof(what), "cluster: nodes[%zu]", i);
@@ -141,6 +232,8 @@ int costmodel_cluster_from_json(const struct costmodel *cm, const json_t *root,
 		}
 		if ((rc = json_posint(entry, "gpus_per_node", what,
 				      COSTMODEL_MAX_NODE_GPUS, &per_node)) < 0)
+			goto err;
+		if ((rc = parse_links(entry, what, &links)) < 0)
 			goto err;
 		if (json_object_get(entry, "count") && json_object_get(entry, "hosts")) {
 			rc = ar_seterr(-AR_EINVAL, "%s: give \"count\" or \"hosts\", not both",
@@ -168,7 +261,7 @@ int costmodel_cluster_from_json(const struct costmodel *cm, const json_t *root,
 						       what, hosts[h]);
 				else
 					rc = add_node(cl, &cap, hosts[h], gpu,
-						      (int)per_node);
+						      (int)per_node, &links);
 			}
 			ar_hostlist_free(hosts);
 			if (rc < 0)
@@ -183,7 +276,8 @@ int costmodel_cluster_from_json(const struct costmodel *cm, const json_t *root,
 
 			/* Anonymous nodes: entry index keeps names unique. */
 			snprintf(name, sizeof(name), "%s-%zu-%04ld", gpu_name, i, c);
-			if ((rc = add_node(cl, &cap, name, gpu, (int)per_node)) < 0)
+			if ((rc = add_node(cl, &cap, name, gpu, (int)per_node,
+					   &links)) < 0)
 				goto err;
 		}
 	}
@@ -219,10 +313,19 @@ json_t *costmodel_cluster_to_json(const struct costmodel *cm,
 		goto err;
 	json_object_set_new(root, "name", json_string(cl->name));
 	for (size_t i = 0; i < cl->nnodes; i++) {
+		const struct costmodel_node *n = &cl->nodes[i];
 		json_t *e = json_pack("{s:s, s:i, s:s}",
-				      "gpu", cm->gpus[cl->nodes[i].gpu].name,
-				      "gpus_per_node", cl->nodes[i].gpus,
-				      "hosts", cl->nodes[i].name);
+				      "gpu", cm->gpus[n->gpu].name,
+				      "gpus_per_node", n->gpus,
+				      "hosts", n->name);
+
+		if (e && n->nics > 0)
+			json_object_set_new(e, "nics", json_integer(n->nics));
+		if (e && n->nic_gbps > 0)
+			json_object_set_new(e, "nic_gbps", json_real(n->nic_gbps));
+		if (e && n->intra_node_GBps > 0)
+			json_object_set_new(e, "intra_node_GBps",
+					    json_real(n->intra_node_GBps));
 		if (!e || json_array_append_new(nodes, e) < 0)
 			goto err;
 	}
@@ -256,13 +359,30 @@ int costmodel_cluster_node_find(const struct costmodel_cluster *cl,
 	return -1;
 }
 
+double costmodel_node_network_gbps(const struct costmodel *cm,
+				   const struct costmodel_cluster *cl, int node)
+{
+	const struct costmodel_node *n = &cl->nodes[node];
+	double link = n->nic_gbps > 0 ? n->nic_gbps :
+		      cl->inter_node_gbps > 0 ? cl->inter_node_gbps :
+		      cm->gpus[n->gpu].network_gbps;
+
+	return (n->nics > 0 ? n->nics : 1) * link;
+}
+
+double costmodel_node_intra_GBps(const struct costmodel *cm,
+				 const struct costmodel_cluster *cl, int node)
+{
+	const struct costmodel_node *n = &cl->nodes[node];
+
+	return n->intra_node_GBps > 0 ? n->intra_node_GBps :
+	       cm->gpus[n->gpu].intra_node_GBps;
+}
+
 double cm_node_net_Bps(const struct costmodel *cm,
 		       const struct costmodel_cluster *cl, int node)
 {
-	const struct costmodel_node *n = &cl->nodes[node];
-	double gbps = cl->inter_node_gbps > 0 ? cl->inter_node_gbps :
-		      cm->gpus[n->gpu].network_gbps;
-
-	/* The node's link is shared by its GPUs. */
-	return gbps / 8.0 * 1e9 * LINK_EFFICIENCY / n->gpus;
+	/* The node's links are shared by its GPUs. */
+	return costmodel_node_network_gbps(cm, cl, node) / 8.0 * 1e9 *
+	       LINK_EFFICIENCY / cl->nodes[node].gpus;
 }

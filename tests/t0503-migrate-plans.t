@@ -94,7 +94,8 @@ test_expect_success 'setup: a tiny profiles tree, a cluster and two plans' '
 	[training]
 	seq_len = 1024
 	global_batch = 16
-	state_bytes_per_param = 16
+	grad_bytes_per_param = 2
+	optimizer_bytes_per_param = 12
 	EOF
 	{
 		printf "[profile]\nmodel = tiny\ngpu = fast\nsource = analytic\nseq_len = 1024\n\n" &&
