@@ -237,7 +237,7 @@ static int join_one_node(void)
 		"{\"gpu\":\"h100\",\"gpus_per_node\":4,\"count\":128}]}");
 	if (rc < 0)
 		return rc;
-	for (size_t i = 0; i < sizeof(sizes) / sizeof(*sizes) && !rc; i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(sizes) && !rc; i++) {
 		int nl = su.layout->nlayers;
 		struct costmodel_plan *o = node_replicas(sizes[i], 2, nl);
 		struct costmodel_plan *n = node_replicas(sizes[i] + 1, 2, nl);

@@ -1,6 +1,6 @@
 /*
  * ar.h - the internal library shared by every Arachne module (libarcommon):
- * error codes, logging, hostlists, JSON and file helpers.
+ * error codes, logging, hostlists, JSON and file helpers, growable arrays.
  *
  * Conventions (see HACKING.md): int functions return 0 on success and a
  * negative value on failure, -errno for system errors and -AR_E* for
@@ -97,6 +97,36 @@ int ar_file_write_atomic(const char *path, const void *buf, size_t len,
 
 /* ar_now() - monotonic time in seconds. */
 double ar_now(void);
+
+/* Sizes in bytes, as doubles (memory capacities and footprints). */
+#define MIB (1024.0 * 1024.0)
+#define GIB (1024.0 * MIB)
+
+/*
+ * ARRAY_SIZE() - the number of elements of the array @a.  Given a pointer
+ * instead of an array it does not compile.
+ */
+#define AR_MUST_BE_ARRAY(a) \
+	(sizeof(struct { int ar_not_an_array : 1 - 2 * \
+		__builtin_types_compatible_p(__typeof__(a), \
+					     __typeof__(&(a)[0])); }) * 0)
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]) + AR_MUST_BE_ARRAY(a))
+
+/*
+ * AR_GROW() - make room for @need elements in the growable array @v (any
+ * object pointer, NULL when empty) whose capacity in elements is the
+ * size_t @cap: when @need exceeds it, the capacity doubles, from @first,
+ * until it holds @need, and @v is reallocated.  Evaluates to 0, or to
+ * -ENOMEM with @v and @cap unchanged.  Appending one element:
+ *
+ *	if (AR_GROW(v->items, v->cap, v->n + 1, 16) < 0)
+ *		return -ENOMEM;
+ *	v->items[v->n++] = item;
+ */
+#define AR_GROW(v, cap, need, first) \
+	((size_t)(need) <= (cap) ? 0 : \
+	 ar_grow((void **)&(v), &(cap), (need), sizeof(*(v)), (first)))
+int ar_grow(void **vp, size_t *capp, size_t need, size_t size, size_t first);
 
 #ifdef __cplusplus
 }

@@ -23,15 +23,8 @@ struct names {
 
 static int names_add(struct names *nm, const char *s, size_t len)
 {
-	if (nm->n + 2 > nm->cap) {
-		size_t cap = nm->cap ? 2 * nm->cap : 16;
-		char **v = realloc(nm->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		nm->v = v;
-		nm->cap = cap;
-	}
+	if (AR_GROW(nm->v, nm->cap, nm->n + 2, 16) < 0)
+		return -ENOMEM;
 	nm->v[nm->n] = strndup(s, len);
 	if (!nm->v[nm->n])
 		return -ENOMEM;

@@ -35,15 +35,8 @@ static int add_node(struct costmodel_cluster *cl, size_t *cap, const char *name,
 	if (cl->nnodes >= CLUSTER_MAX_NODES)
 		return ar_seterr(-AR_EINVAL, "cluster: more than %d nodes",
 				 CLUSTER_MAX_NODES);
-	if (cl->nnodes == *cap) {
-		size_t ncap = *cap ? 2 * *cap : 16;
-		struct costmodel_node *n = realloc(cl->nodes, ncap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		cl->nodes = n;
-		*cap = ncap;
-	}
+	if (AR_GROW(cl->nodes, *cap, cl->nnodes + 1, 16) < 0)
+		return -ENOMEM;
 	cl->nodes[cl->nnodes].name = strdup(name);
 	if (!cl->nodes[cl->nnodes].name)
 		return -ENOMEM;
@@ -95,7 +88,7 @@ static const struct {
 
 double costmodel_link_class_GBps(const char *name)
 {
-	for (size_t i = 0; i < sizeof(link_classes) / sizeof(link_classes[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(link_classes); i++)
 		if (strcmp(name, link_classes[i].name) == 0)
 			return link_classes[i].GBps;
 	return 0;
@@ -146,7 +139,7 @@ static int parse_links(const json_t *entry, const char *what,
 		    !(links->intra_node_GBps = costmodel_link_class_GBps(json_string_value(v)))) {
 			char names[128] = "";
 
-			for (size_t i = 0; i < sizeof(link_classes) / sizeof(link_classes[0]); i++)
+			for (size_t i = 0; i < ARRAY_SIZE(link_classes); i++)
 				snprintf(names + strlen(names), sizeof(names) - strlen(names),
 					 "%s%s", i ? ", " : "", link_classes[i].name);
 			return ar_seterr(-AR_EINVAL, "%s: \"intra_node\" must be one of %s",

@@ -253,7 +253,8 @@ int costmodel_cluster_node_find(const struct costmodel_cluster *cl,
 /* ---------------------------------------------------------------------
  * Plans.  A plan is a list of templates; a template is a pipeline of
  * stages replicated @replicas times.  Placement names, for each replica
- * and stage, the node and the GPUs of that stage's TP group.
+ * and stage, the node and the GPUs of each of that stage's TP groups: one
+ * group, or @dp groups for a stage with data parallelism of its own.
  * ------------------------------------------------------------------- */
 
 struct costmodel_stage {
@@ -261,7 +262,15 @@ struct costmodel_stage {
 	int tp;				/* TP degree of attention/dense layers */
 	int first_layer;		/* inclusive indices into the layer list */
 	int last_layer;
-	int ep, etp, edp;		/* expert layout over tp * replicas GPUs */
+	int ep, etp, edp;		/* expert layout over tp * dp * replicas GPUs */
+	/*
+	 * Data parallelism inside the stage (Metis's device groups of
+	 * unequal size): each replica runs the stage on dp TP groups, each
+	 * taking micro_batch / dp samples of every micro-batch, and the
+	 * stage's gradients are reduced over dp * replicas groups.  0 or 1:
+	 * one group, as every planner but Metis builds (docs/costmodel.md).
+	 */
+	int dp;
 	double peak_mem_gib;		/* filled by pricing */
 	double time_s;			/* per micro-batch, fwd+bwd+comm; pricing */
 	double sync_s;			/* its gradient collectives in all; pricing */
@@ -277,8 +286,19 @@ struct costmodel_template {
 	struct costmodel_stage stages[COSTMODEL_MAX_DEPTH];
 	int replicas;
 	int micro_batches;		/* per replica and iteration */
-	struct costmodel_group *placement; /* [replicas][nstages], owned */
+	/* [replicas][slots], owned: a replica's groups stage by stage, a
+	 * stage's dp groups one after the other (slots = nstages when no
+	 * stage has dp > 1); costmodel_template_group() indexes it */
+	struct costmodel_group *placement;
 };
+
+/* A stage's data-parallel degree: its dp, 1 when unset. */
+int costmodel_stage_dp(const struct costmodel_stage *st);
+/* TP groups one replica of @t occupies: the sum of its stages' dp. */
+int costmodel_template_slots(const struct costmodel_template *t);
+/* Group @k (0 .. dp - 1) of stage @stage in replica @replica of @t. */
+struct costmodel_group *costmodel_template_group(const struct costmodel_template *t,
+						 int replica, int stage, int k);
 
 /* iter_s = pipeline_s + sync_s + step_s (docs/costmodel.md). */
 struct costmodel_prediction {

@@ -14,7 +14,6 @@
 #include "ar.h"
 #include "costmodel.h"
 
-#define GIB			1073741824.0
 /*
  * Training state per parameter besides the BF16 weight: Megatron-LM and
  * NeMo keep and reduce the gradients of BF16 training in FP32 (NeMo's
@@ -199,6 +198,8 @@ struct cm_stage_links {
 	int nodes;			/* distinct nodes of its replicas */
 	int local_min;			/* fewest of its replicas on one node */
 	int gpus_per_node_min;		/* fewest stage GPUs on a node it uses */
+	int p2p_streams;		/* parallel sends to the next stage: the
+					   smaller dp of the two */
 };
 
 void cm_template_links(const struct costmodel *cm,

@@ -907,6 +907,12 @@ static int plan_fill_best(const struct costmodel *cm,
 	int rc = 0, first_rc = 0;
 	bool found = false;
 
+	/* The split and tiling assume one TP group a stage and replica. */
+	for (int j = 0; j < plan->ntemplates; j++)
+		if (costmodel_template_slots(&plan->templates[j]) !=
+		    plan->templates[j].nstages)
+			return ar_seterr(-AR_EINVAL, "template %d has a stage with data parallelism of its own (dp > 1), which the fill does not complete",
+					 j);
 	plan->distributed_optimizer = !opts->no_distributed_optimizer;
 	for (int mbs = 1; mbs <= COSTMODEL_MAX_MBS; mbs *= 2) {
 		if (opts->fixed_micro_batch > 0 && mbs != opts->fixed_micro_batch)

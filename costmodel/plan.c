@@ -65,9 +65,33 @@ void costmodel_plan_free(struct costmodel_plan *plan)
 	free(plan);
 }
 
+int costmodel_stage_dp(const struct costmodel_stage *st)
+{
+	return st->dp > 1 ? st->dp : 1;
+}
+
+int costmodel_template_slots(const struct costmodel_template *t)
+{
+	int n = 0;
+
+	for (int s = 0; s < t->nstages; s++)
+		n += costmodel_stage_dp(&t->stages[s]);
+	return n;
+}
+
+struct costmodel_group *costmodel_template_group(const struct costmodel_template *t,
+						 int replica, int stage, int k)
+{
+	int slot = k;
+
+	for (int s = 0; s < stage; s++)
+		slot += costmodel_stage_dp(&t->stages[s]);
+	return &t->placement[(size_t)replica * costmodel_template_slots(t) + slot];
+}
+
 int cm_template_alloc_placement(struct costmodel_template *t)
 {
-	size_t n = (size_t)t->replicas * (size_t)t->nstages;
+	size_t n = (size_t)t->replicas * (size_t)costmodel_template_slots(t);
 
 	free(t->placement);
 	t->placement = calloc(n ? n : 1, sizeof(*t->placement));
@@ -86,7 +110,7 @@ int costmodel_plan_copy(struct costmodel_plan *dst,
 	}
 	for (int i = 0; i < src->ntemplates; i++) {
 		size_t n = (size_t)src->templates[i].replicas *
-			   (size_t)src->templates[i].nstages;
+			   (size_t)costmodel_template_slots(&src->templates[i]);
 
 		t[i] = src->templates[i];
 		t[i].placement = malloc((n ? n : 1) * sizeof(*t[i].placement));
@@ -124,7 +148,8 @@ int costmodel_plan_total_gpus(const struct costmodel_plan *plan)
 		const struct costmodel_template *t = &plan->templates[i];
 
 		for (int s = 0; s < t->nstages; s++)
-			n += t->replicas * t->stages[s].tp;
+			n += t->replicas * costmodel_stage_dp(&t->stages[s]) *
+			     t->stages[s].tp;
 	}
 	return n;
 }
@@ -170,7 +195,7 @@ int costmodel_plan_check(const struct costmodel *cm,
 		}
 		for (int s = 0; s < t->nstages && rc == 0; s++) {
 			const struct costmodel_stage *st = &t->stages[s];
-			int w = st->tp * t->replicas;
+			int w = st->tp * costmodel_stage_dp(st) * t->replicas;
 
 			if (st->gpu < 0 || st->gpu >= cm->ngpus)
 				rc = ar_seterr(-AR_EINVAL, "template %d stage %d: bad GPU type",
@@ -184,8 +209,12 @@ int costmodel_plan_check(const struct costmodel *cm,
 					       i, s, st->first_layer, st->last_layer, next);
 			else if (st->ep < 1 || st->etp < 1 || st->edp < 1 ||
 				 st->ep * st->etp * st->edp != w)
-				rc = ar_seterr(-AR_EINVAL, "template %d stage %d: ep*etp*edp = %d*%d*%d is not tp*replicas = %d",
+				rc = ar_seterr(-AR_EINVAL, "template %d stage %d: ep*etp*edp = %d*%d*%d is not tp*dp*replicas = %d",
 					       i, s, st->ep, st->etp, st->edp, w);
+			else if (st->dp < 0 || st->dp > COSTMODEL_MAX_MBS ||
+				 plan->micro_batch % costmodel_stage_dp(st))
+				rc = ar_seterr(-AR_EINVAL, "template %d stage %d: dp %d does not divide the micro-batch of %d",
+					       i, s, st->dp, plan->micro_batch);
 			else if (st->etp > st->tp || st->tp % st->etp)
 				rc = ar_seterr(-AR_EINVAL, "template %d stage %d: etp %d must divide tp %d",
 					       i, s, st->etp, st->tp);
@@ -199,36 +228,38 @@ int costmodel_plan_check(const struct costmodel *cm,
 				       i, next - 1, cm->nlayers);
 		for (int r = 0; r < t->replicas && rc == 0; r++) {
 			for (int s = 0; s < t->nstages && rc == 0; s++) {
-				const struct costmodel_group *g =
-					&t->placement[r * t->nstages + s];
-				const struct costmodel_node *n;
+				for (int q = 0; q < costmodel_stage_dp(&t->stages[s]) && rc == 0; q++) {
+					const struct costmodel_group *g =
+						costmodel_template_group(t, r, s, q);
+					const struct costmodel_node *n;
 
-				if (g->node < 0 || (size_t)g->node >= cl->nnodes) {
-					rc = ar_seterr(-AR_EINVAL, "template %d replica %d stage %d: no such node",
-						       i, r, s);
-					break;
-				}
-				n = &cl->nodes[g->node];
-				if (n->gpu != t->stages[s].gpu) {
-					rc = ar_seterr(-AR_EINVAL, "template %d replica %d stage %d: node %s has %s GPUs, the stage wants %s",
-						       i, r, s, n->name, cm->gpus[n->gpu].name,
-						       cm->gpus[t->stages[s].gpu].name);
-					break;
-				}
-				for (int k = 0; k < t->stages[s].tp; k++) {
-					int gi = g->gpu[k];
-
-					if (gi >= n->gpus) {
-						rc = ar_seterr(-AR_EINVAL, "template %d replica %d stage %d: node %s has no GPU %d",
-							       i, r, s, n->name, gi);
+					if (g->node < 0 || (size_t)g->node >= cl->nnodes) {
+						rc = ar_seterr(-AR_EINVAL, "template %d replica %d stage %d: no such node",
+							       i, r, s);
 						break;
 					}
-					if (used[g->node] & (1u << gi)) {
-						rc = ar_seterr(-AR_EINVAL, "node %s GPU %d is used twice",
-							       n->name, gi);
+					n = &cl->nodes[g->node];
+					if (n->gpu != t->stages[s].gpu) {
+						rc = ar_seterr(-AR_EINVAL, "template %d replica %d stage %d: node %s has %s GPUs, the stage wants %s",
+							       i, r, s, n->name, cm->gpus[n->gpu].name,
+							       cm->gpus[t->stages[s].gpu].name);
 						break;
 					}
-					used[g->node] |= (uint16_t)(1u << gi);
+					for (int k = 0; k < t->stages[s].tp; k++) {
+						int gi = g->gpu[k];
+
+						if (gi >= n->gpus) {
+							rc = ar_seterr(-AR_EINVAL, "template %d replica %d stage %d: node %s has no GPU %d",
+								       i, r, s, n->name, gi);
+							break;
+						}
+						if (used[g->node] & (1u << gi)) {
+							rc = ar_seterr(-AR_EINVAL, "node %s GPU %d is used twice",
+								       n->name, gi);
+							break;
+						}
+						used[g->node] |= (uint16_t)(1u << gi);
+					}
 				}
 			}
 		}
@@ -286,24 +317,30 @@ json_t *costmodel_plan_to_json(const struct costmodel *cm,
 
 		for (int s = 0; s < t->nstages; s++) {
 			const struct costmodel_stage *st = &t->stages[s];
-
-			json_array_append_new(stages, json_pack(
+			json_t *js = json_pack(
 				"{s:s, s:i, s:[i,i], s:i, s:i, s:i, s:f}",
 				"gpu", cm->gpus[st->gpu].name, "tp", st->tp,
 				"layers", st->first_layer, st->last_layer,
 				"ep", st->ep, "etp", st->etp, "edp", st->edp,
-				"peak_mem_gib", rounded(st->peak_mem_gib, 2)));
+				"peak_mem_gib", rounded(st->peak_mem_gib, 2));
+
+			/* written only where it is not 1, so other plans read as before */
+			if (costmodel_stage_dp(st) > 1)
+				json_object_set_new(js, "dp", json_integer(st->dp));
+			json_array_append_new(stages, js);
 		}
 		for (int r = 0; r < t->replicas; r++) {
 			json_t *row = json_array();
 
 			for (int s = 0; s < t->nstages; s++) {
-				const struct costmodel_group *g =
-					&t->placement[r * t->nstages + s];
+				for (int k = 0; k < costmodel_stage_dp(&t->stages[s]); k++) {
+					const struct costmodel_group *g =
+						costmodel_template_group(t, r, s, k);
 
-				json_array_append_new(row, group_json(cl, g, t->stages[s].tp));
-				for (int k = 0; k < t->stages[s].tp; k++)
-					used[g->node] |= (uint16_t)(1u << g->gpu[k]);
+					json_array_append_new(row, group_json(cl, g, t->stages[s].tp));
+					for (int q = 0; q < t->stages[s].tp; q++)
+						used[g->node] |= (uint16_t)(1u << g->gpu[q]);
+				}
 			}
 			json_array_append_new(placement, row);
 		}
@@ -380,7 +417,7 @@ static int parse_stage(const struct costmodel *cm, const json_t *js,
 		       const char *what, struct costmodel_stage *st)
 {
 	static const char *const keys[] = {
-		"gpu", "tp", "layers", "ep", "etp", "edp", "peak_mem_gib", NULL
+		"gpu", "tp", "layers", "ep", "etp", "edp", "dp", "peak_mem_gib", NULL
 	};
 	json_t *v;
 	int rc;
@@ -405,10 +442,15 @@ static int parse_stage(const struct costmodel *cm, const json_t *js,
 	st->last_layer = (int)json_integer_value(json_array_get(v, 1));
 	st->ep = st->etp = 1;
 	st->edp = 0;		/* 0: default to the whole stage, set below */
+	st->dp = 1;
 	if ((rc = get_int(js, "ep", what, false, &st->ep)) < 0 ||
 	    (rc = get_int(js, "etp", what, false, &st->etp)) < 0 ||
-	    (rc = get_int(js, "edp", what, false, &st->edp)) < 0)
+	    (rc = get_int(js, "edp", what, false, &st->edp)) < 0 ||
+	    (rc = get_int(js, "dp", what, false, &st->dp)) < 0)
 		return rc;
+	if (st->dp < 1 || st->dp > COSTMODEL_MAX_MBS)
+		return ar_seterr(-AR_EINVAL, "%s: \"dp\" must be 1 to %d",
+				 what, COSTMODEL_MAX_MBS);
 	return 0;
 }
 
@@ -478,8 +520,8 @@ static int parse_template(const struct costmodel *cm,
 		if ((rc = parse_stage(cm, e, swhat, &t->stages[s])) < 0)
 			return rc;
 		if (t->stages[s].edp == 0)
-			t->stages[s].edp = t->stages[s].tp * t->replicas /
-				(t->stages[s].ep * t->stages[s].etp);
+			t->stages[s].edp = t->stages[s].tp * t->stages[s].dp *
+				t->replicas / (t->stages[s].ep * t->stages[s].etp);
 	}
 	placement = json_object_get(jt, "placement");
 	if (!json_is_array(placement) ||
@@ -489,20 +531,27 @@ static int parse_template(const struct costmodel *cm,
 	if ((rc = cm_template_alloc_placement(t)) < 0)
 		return rc;
 	json_array_foreach(placement, r, row) {
-		if (!json_is_array(row) || (int)json_array_size(row) != t->nstages)
-			return ar_seterr(-AR_EINVAL, "%s: placement[%zu] must have one entry per stage",
-					 what, r);
-		json_array_foreach(row, s, e) {
-			char gwhat[160];
+		size_t slot = 0;
 
-			snprintf(gwhat, sizeof(gwhat), "%s.placement[%zu][%zu]",
-				 what, r, s);
-			rc = parse_group(cl, e, t->stages[s].tp > 0 &&
-					 t->stages[s].tp <= COSTMODEL_MAX_TP ?
-					 t->stages[s].tp : 1, gwhat,
-					 &t->placement[r * t->nstages + s]);
-			if (rc < 0)
-				return rc;
+		if (!json_is_array(row) ||
+		    (int)json_array_size(row) != costmodel_template_slots(t))
+			return ar_seterr(-AR_EINVAL, "%s: placement[%zu] must have one entry per TP group: a stage's dp of them (%d)",
+					 what, r, costmodel_template_slots(t));
+		for (s = 0; s < (size_t)t->nstages; s++) {
+			const struct costmodel_stage *st = &t->stages[s];
+
+			for (int k = 0; k < st->dp; k++, slot++) {
+				char gwhat[160];
+
+				snprintf(gwhat, sizeof(gwhat), "%s.placement[%zu][%zu]",
+					 what, r, slot);
+				rc = parse_group(cl, json_array_get(row, slot),
+						 st->tp > 0 && st->tp <= COSTMODEL_MAX_TP ?
+						 st->tp : 1, gwhat,
+						 costmodel_template_group(t, (int)r, (int)s, k));
+				if (rc < 0)
+					return rc;
+			}
 		}
 	}
 	return 0;

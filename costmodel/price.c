@@ -4,7 +4,8 @@
  * One pipeline with M micro-batches under 1F1B takes
  *	(M - 1) * max_s t_s + sum_s t_s
  * where t_s is stage s's forward + backward (+ recomputation) +
- * collectives + p2p time for one micro-batch.  Pipelines of different
+ * collectives + p2p time for one micro-batch (on micro_batch / dp samples
+ * for a stage with dp groups of its own).  Pipelines of different
  * speed share the global batch in proportion to their speed.  Every
  * layer's gradients are then reduced over all its replicas, in buckets,
  * hierarchically where replicas share nodes, at the slowest link each
@@ -36,12 +37,17 @@ void cm_template_links(const struct costmodel *cm,
 		       struct cm_stage_links *links)
 {
 	int nodes_small[64], *nodes = nodes_small;
+	int most = t->replicas;
 
-	if (t->replicas > 64)
-		nodes = malloc((size_t)t->replicas * sizeof(*nodes));
+	for (int s = 0; s < t->nstages; s++)
+		if (t->replicas * costmodel_stage_dp(&t->stages[s]) > most)
+			most = t->replicas * costmodel_stage_dp(&t->stages[s]);
+	if (most > 64)
+		nodes = malloc((size_t)most * sizeof(*nodes));
 	for (int s = 0; s < t->nstages; s++) {
 		struct cm_stage_links *l = &links[s];
-		int tp = t->stages[s].tp, run = 0;
+		int tp = t->stages[s].tp, dp = costmodel_stage_dp(&t->stages[s]);
+		int groups = t->replicas * dp, run = 0;
 		double profile_intra = cm->gpus[t->stages[s].gpu].intra_node_GBps *
 				       1e9 * LINK_EFFICIENCY;
 
@@ -49,8 +55,8 @@ void cm_template_links(const struct costmodel *cm,
 		l->net_Bps = DBL_MAX;
 		l->nodes = 0;
 		l->local_min = INT32_MAX;
-		for (int r = 0; r < t->replicas; r++) {
-			int node = t->placement[r * t->nstages + s].node;
+		for (int g = 0; g < groups; g++) {
+			int node = costmodel_template_group(t, g / dp, s, g % dp)->node;
 			double bps = cm_node_net_Bps(cm, cl, node);
 			double intra = cm_intra_Bps(cm, cl, node);
 
@@ -59,14 +65,14 @@ void cm_template_links(const struct costmodel *cm,
 			if (intra < l->intra_Bps)
 				l->intra_Bps = intra;
 			if (nodes)
-				nodes[r] = node;
+				nodes[g] = node;
 		}
-		/* Replicas per node: how the stage's DP group spreads. */
+		/* TP groups per node: how the stage's DP group spreads. */
 		if (nodes) {
-			qsort(nodes, (size_t)t->replicas, sizeof(*nodes), int_cmp);
-			for (int r = 0; r < t->replicas; r++) {
+			qsort(nodes, (size_t)groups, sizeof(*nodes), int_cmp);
+			for (int g = 0; g < groups; g++) {
 				run++;
-				if (r + 1 == t->replicas || nodes[r + 1] != nodes[r]) {
+				if (g + 1 == groups || nodes[g + 1] != nodes[g]) {
 					l->nodes++;
 					if (run < l->local_min)
 						l->local_min = run;
@@ -74,8 +80,8 @@ void cm_template_links(const struct costmodel *cm,
 				}
 			}
 		} else {
-			/* Out of memory for the sort: assume one replica a node. */
-			l->nodes = t->replicas;
+			/* Out of memory for the sort: assume one group a node. */
+			l->nodes = groups;
 			l->local_min = 1;
 		}
 		l->gpus_per_node_min = l->local_min * tp;
@@ -85,16 +91,26 @@ void cm_template_links(const struct costmodel *cm,
 	}
 	for (int s = 0; s < t->nstages; s++) {
 		struct cm_stage_links *l = &links[s];
+		int dp = costmodel_stage_dp(&t->stages[s]), next_dp;
 		bool same_node = true;
 
 		if (s == t->nstages - 1) {
 			l->p2p_Bps = 0;
 			l->p2p_lat = 0;
+			l->p2p_streams = 1;
 			continue;
 		}
-		for (int r = 0; r < t->replicas && same_node; r++)
-			same_node = t->placement[r * t->nstages + s].node ==
-				    t->placement[r * t->nstages + s + 1].node;
+		/* Each of the smaller side's groups exchanges its share. */
+		next_dp = costmodel_stage_dp(&t->stages[s + 1]);
+		l->p2p_streams = dp < next_dp ? dp : next_dp;
+		for (int r = 0; r < t->replicas && same_node; r++) {
+			int node = costmodel_template_group(t, r, s, 0)->node;
+
+			for (int k = 0; k < dp && same_node; k++)
+				same_node = costmodel_template_group(t, r, s, k)->node == node;
+			for (int k = 0; k < next_dp && same_node; k++)
+				same_node = costmodel_template_group(t, r, s + 1, k)->node == node;
+		}
 		if (same_node) {
 			l->p2p_Bps = l->intra_Bps;
 			l->p2p_lat = NCCL_BASE_LAT_S + l->intra_step_s;
@@ -227,7 +243,7 @@ static const enum costmodel_layer_type priced_types[] = {
 	COSTMODEL_LAYER_EMBED, COSTMODEL_LAYER_BLOCK, COSTMODEL_LAYER_ATTN,
 	COSTMODEL_LAYER_HEAD,
 };
-#define NUM_PRICED (sizeof(priced_types) / sizeof(priced_types[0]))
+#define NUM_PRICED ARRAY_SIZE(priced_types)
 
 /* What one stage costs per micro-batch and holds. */
 struct stage_cost {
@@ -238,13 +254,21 @@ struct stage_cost {
 	int counts[COSTMODEL_NUM_LAYER_TYPES];
 };
 
+/*
+ * A stage's time per micro-batch of @mbs samples (p2p included) and what
+ * it holds.  A stage with dp groups gives each mbs / dp of the samples.
+ */
 static int stage_cost(const struct costmodel *cm, const struct costmodel_stage *st,
 		      int mbs, enum costmodel_recompute rc,
 		      const struct cm_stage_links *links, struct stage_cost *sc)
 {
-	int rc_err;
+	int sent = mbs, rc_err;
 
 	memset(sc, 0, sizeof(*sc));
+	if (mbs % costmodel_stage_dp(st))
+		return ar_seterr(-AR_EINVAL, "a stage of dp %d cannot share a micro-batch of %d",
+				 st->dp, mbs);
+	mbs /= costmodel_stage_dp(st);
 	count_layers(cm, st->first_layer, st->last_layer, sc->counts);
 	for (size_t i = 0; i < NUM_PRICED; i++) {
 		enum costmodel_layer_type type = priced_types[i];
@@ -268,7 +292,8 @@ static int stage_cost(const struct costmodel *cm, const struct costmodel_stage *
 	}
 	if (links->p2p_Bps > 0) {
 		/* Activations forward, their gradients backward. */
-		double bytes = (double)mbs * cm->model.seq_len * cm->model.hidden * 2.0;
+		double bytes = (double)sent / links->p2p_streams *
+			       cm->model.seq_len * cm->model.hidden * 2.0;
 		double one = bytes / links->p2p_Bps + links->p2p_lat;
 
 		sc->time_s += 2 * one;
@@ -454,11 +479,12 @@ int costmodel_plan_price(const struct costmodel *cm,
 			struct costmodel_stage *st = &t->stages[s];
 			struct stage_cost *sc = &costs[j * COSTMODEL_MAX_DEPTH + s];
 			double params = 0, buckets, rs_w = 0, ag_w = 0;
+			int dp = costmodel_stage_dp(st);
 
 			for (size_t i = 0; i < NUM_PRICED; i++)
 				params += sc->counts[priced_types[i]] *
 					  sc->per_type[priced_types[i]].params;
-			buckets = ceil(params / cm_bucket_params(cm, t->replicas));
+			buckets = ceil(params / cm_bucket_params(cm, t->replicas * dp));
 			if (buckets < 1)
 				buckets = 1;
 			if (plan->overlap_grad_reduce)
@@ -472,8 +498,8 @@ int costmodel_plan_price(const struct costmodel *cm,
 				struct layer_group *g = &lg[l];
 				int elocal = lk[s].gpus_per_node_min / (st->ep * st->etp);
 
-				group_add(&g->dense, t->replicas, &lk[s], lk[s].nodes,
-					  lk[s].local_min);
+				group_add(&g->dense, t->replicas * dp, &lk[s],
+					  lk[s].nodes, lk[s].local_min);
 				group_add(&g->expert, st->edp, &lk[s], lk[s].nodes,
 					  elocal < 1 ? 1 : elocal);
 				if (st->tp < g->tp_min)

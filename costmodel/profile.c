@@ -270,7 +270,7 @@ static int load_model(const char *path, const char *expect,
 		rc = ar_seterr(-AR_EINVAL, "%s: no [model] section", path);
 		goto out;
 	}
-	for (size_t i = 0; i < sizeof(moved) / sizeof(moved[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(moved); i++)
 		if (iniparser_find_entry(d, moved[i].key)) {
 			rc = ar_seterr(-AR_EINVAL, "%s: [training] %s %s (docs/profiles.md)",
 				       path, strchr(moved[i].key, ':') + 1, moved[i].why);

@@ -35,7 +35,8 @@ struct role {
 /* A growable array of shards. */
 struct shard_vec {
 	struct migrate_shard *v;
-	int n, cap;
+	int n;
+	size_t cap;
 };
 
 static int shard_push(struct shard_vec *sv, int layer, int tensor,
@@ -51,15 +52,8 @@ static int shard_push(struct shard_vec *sv, int layer, int tensor,
 		last->hi = hi;
 		return 0;
 	}
-	if (sv->n == sv->cap) {
-		int cap = sv->cap ? 2 * sv->cap : 16;
-		struct migrate_shard *v = realloc(sv->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		sv->v = v;
-		sv->cap = cap;
-	}
+	if (AR_GROW(sv->v, sv->cap, sv->n + 1, 16) < 0)
+		return -ENOMEM;
 	sv->v[sv->n++] = (struct migrate_shard){
 		.layer = layer, .tensor = tensor, .lo = lo, .hi = hi,
 	};
@@ -169,7 +163,8 @@ static int plan_roles(const struct migrate_topo *topo,
 		      int *np)
 {
 	struct role *roles = NULL;
-	int n = 0, cap = 0, pipe = 0;
+	int n = 0, pipe = 0;
+	size_t cap = 0;
 
 	*rolesp = NULL;
 	*np = 0;
@@ -199,6 +194,12 @@ static int plan_roles(const struct migrate_topo *topo,
 							 "migrate: template %d stage %d has TP %d",
 							 t, s, st->tp);
 				}
+				if (costmodel_stage_dp(st) > 1) {
+					free(roles);
+					return ar_seterr(-AR_EINVAL,
+							 "migrate: template %d stage %d has data parallelism of its own (dp %d); only plans with one TP group a stage and replica can be migrated",
+							 t, s, st->dp);
+				}
 				if (g->node < 0 || g->node >= topo->nnodes) {
 					free(roles);
 					return ar_seterr(-AR_EINVAL,
@@ -211,17 +212,9 @@ static int plan_roles(const struct migrate_topo *topo,
 				for (int k = 0; k < st->tp; k++) {
 					int w = r * st->tp + k;
 
-					if (n == cap) {
-						int c = cap ? 2 * cap : 64;
-						struct role *v = realloc(roles,
-							c * sizeof(*v));
-
-						if (!v) {
-							free(roles);
-							return -ENOMEM;
-						}
-						roles = v;
-						cap = c;
+					if (AR_GROW(roles, cap, n + 1, 64) < 0) {
+						free(roles);
+						return -ENOMEM;
 					}
 					roles[n++] = (struct role){
 						.node = g->node,
@@ -551,7 +544,8 @@ static int index_groups(const struct migrate *m, struct holder_index *hx,
 static int index_segments(const struct migrate *m, struct holder_index *hx)
 {
 	int nkeys = m->layout->nlayers * MIGRATE_NUM_TENSORS;
-	int ng = hx->gstart[nkeys], nseg = 0, ncov = 0, capcov = 0;
+	int ng = hx->gstart[nkeys], nseg = 0, ncov = 0;
+	size_t capcov = 0;
 	uint64_t *bound = malloc((2 * (size_t)ng + 1) * sizeof(*bound));
 
 	hx->sstart = calloc(nkeys + 1, sizeof(*hx->sstart));
@@ -580,16 +574,9 @@ static int index_segments(const struct migrate *m, struct holder_index *hx)
 			for (int i = 0; i < n; i++) {
 				if (g[i].lo > sg->lo || g[i].hi < sg->hi)
 					continue;
-				if (ncov == capcov) {
-					int c = capcov ? 2 * capcov : 1024;
-					int *v = realloc(hx->cov, c * sizeof(*v));
-
-					if (!v) {
-						free(bound);
-						return -ENOMEM;
-					}
-					hx->cov = v;
-					capcov = c;
+				if (AR_GROW(hx->cov, capcov, ncov + 1, 1024) < 0) {
+					free(bound);
+					return -ENOMEM;
 				}
 				hx->cov[ncov++] = hx->gstart[k] + i;
 				sg->ncov++;
@@ -716,7 +703,8 @@ struct loads {
 
 struct tuple_vec {
 	struct migrate_tuple *v;
-	long n, cap;
+	long n;
+	size_t cap;
 };
 
 /*
@@ -764,15 +752,8 @@ static int tuple_push(struct tuple_vec *tv, const struct migrate_tuple *t)
 {
 	if (tv->n && tuple_extends(&tv->v[tv->n - 1], t))
 		return 0;
-	if (tv->n == tv->cap) {
-		long cap = tv->cap ? 2 * tv->cap : 256;
-		struct migrate_tuple *v = realloc(tv->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		tv->v = v;
-		tv->cap = cap;
-	}
+	if (AR_GROW(tv->v, tv->cap, tv->n + 1, 256) < 0)
+		return -ENOMEM;
 	tv->v[tv->n++] = *t;
 	return 0;
 }
@@ -858,20 +839,14 @@ struct need {
 
 struct need_vec {
 	struct need *v;
-	long n, cap;
+	long n;
+	size_t cap;
 };
 
 static int need_push(struct need_vec *nv, const struct need *nd)
 {
-	if (nv->n == nv->cap) {
-		long cap = nv->cap ? 2 * nv->cap : 256;
-		struct need *v = realloc(nv->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		nv->v = v;
-		nv->cap = cap;
-	}
+	if (AR_GROW(nv->v, nv->cap, nv->n + 1, 256) < 0)
+		return -ENOMEM;
 	nv->v[nv->n++] = *nd;
 	return 0;
 }
@@ -879,7 +854,7 @@ static int need_push(struct need_vec *nv, const struct need *nd)
 /* The candidates of a piece, reused from piece to piece. */
 struct scratch {
 	const struct holder **best;	/* of the best class */
-	int bcap;
+	size_t bcap;
 };
 
 static void scratch_free(struct scratch *sc)
@@ -889,15 +864,8 @@ static void scratch_free(struct scratch *sc)
 
 static int best_push(struct scratch *sc, int *n, const struct holder *h)
 {
-	if (*n == sc->bcap) {
-		int cap = sc->bcap ? 2 * sc->bcap : 64;
-		const struct holder **v = realloc(sc->best, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		sc->best = v;
-		sc->bcap = cap;
-	}
+	if (AR_GROW(sc->best, sc->bcap, *n + 1, 64) < 0)
+		return -ENOMEM;
 	sc->best[(*n)++] = h;
 	return 0;
 }

@@ -29,7 +29,8 @@ int migrate_run(const struct migrate *m, struct migrate_transport *tp,
 	const char *src = old_state;
 	char *dst = new_state;
 	struct migrate_xfer *xs = NULL;
-	int me = tp->rank, nx = 0, cap = 0, rc = 0, agreed;
+	int me = tp->rank, nx = 0, rc = 0, agreed;
+	size_t cap = 0;
 	char first_err[512] = "";
 	long i = 0;
 
@@ -64,17 +65,9 @@ int migrate_run(const struct migrate *m, struct migrate_transport *tp,
 						break;
 					continue;
 				}
-				if (nx == cap) {
-					int c = cap ? 2 * cap : 64;
-					struct migrate_xfer *v = realloc(xs,
-								c * sizeof(*v));
-
-					if (!v) {
-						rc = -ENOMEM;
-						break;
-					}
-					xs = v;
-					cap = c;
+				if (AR_GROW(xs, cap, nx + 1, 64) < 0) {
+					rc = -ENOMEM;
+					break;
 				}
 				xs[nx++] = t->from == me ?
 					(struct migrate_xfer){

@@ -380,24 +380,6 @@ static int tuples_sort_by_sender(struct migrate *m,
 	return 0;
 }
 
-static int grow(void **v, long *cap, long need, size_t size)
-{
-	long c;
-	void *nv;
-
-	if (need <= *cap)
-		return 0;
-	c = *cap ? 2 * *cap : 1024;
-	while (c < need)
-		c *= 2;
-	nv = realloc(*v, c * size);
-	if (!nv)
-		return -ENOMEM;
-	*v = nv;
-	*cap = c;
-	return 0;
-}
-
 /*
  * Cuts the stage-2 tuples of each (sender, receiver) pair, in list order,
  * into chunks of @round_s on the pair's link share (at least @min_chunk).
@@ -407,7 +389,8 @@ static int make_chunks(struct migrate *m, double round_s, uint64_t min_chunk,
 		       struct chunk **csp, long *ncp, long *nstage1p)
 {
 	struct chunk *cs = NULL;
-	long nc = 0, ccap = 0, nstage1 = 0;
+	long nc = 0, nstage1 = 0;
+	size_t ccap = 0;
 
 	for (long i = 0; i < m->ntuples;) {
 		const struct migrate_tuple *t = &m->tuples[i];
@@ -437,8 +420,7 @@ static int make_chunks(struct migrate *m, double round_s, uint64_t min_chunk,
 				uint64_t take;
 
 				if (room == 0) {
-					if (grow((void **)&cs, &ccap, nc + 1,
-						 sizeof(*cs)) < 0) {
+					if (AR_GROW(cs, ccap, nc + 1, 1024) < 0) {
 						free(cs);
 						return -ENOMEM;
 					}

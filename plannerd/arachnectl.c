@@ -114,7 +114,6 @@ static char *ctl_read_line(int fd, double timeout_s, bool verbose)
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
 		double left = deadline - ar_now();
 		ssize_t n;
-		char *nb;
 		int rc;
 
 		if (left <= 0) {
@@ -128,13 +127,9 @@ static char *ctl_read_line(int fd, double timeout_s, bool verbose)
 			continue;
 		if (rc <= 0)
 			continue;
-		if (cap - len < 65536) {
-			cap = cap ? cap * 2 : 65536;
-			nb = realloc(buf, cap);
-			if (!nb)
-				goto fail;
-			buf = nb;
-		}
+		/* room for 64 KiB at a time */
+		if (AR_GROW(buf, cap, len + 65536, 65536) < 0)
+			goto fail;
 		n = read(fd, buf + len, cap - len - 1);
 		if (n < 0 && errno == EINTR)
 			continue;

@@ -88,7 +88,7 @@ static const struct conf_directive conf_directives[] = {
 	  "Node-name globs (fnmatch(3)) to GPU profiles: ( { nodes = \"gpu0*\"; gpu = \"h100\"; }, ... ). A composition entry with hosts and no gpu gets the profile of the first rule matching all its hosts." },
 };
 
-#define NDIRECTIVES (sizeof(conf_directives) / sizeof(conf_directives[0]))
+#define NDIRECTIVES ARRAY_SIZE(conf_directives)
 
 static const char *const conf_kind_names[] = {
 	[CONF_STRING] = "string", [CONF_PATH] = "path",

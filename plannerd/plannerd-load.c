@@ -108,15 +108,8 @@ static bool load_more(const struct load_conn *c)
 
 static void load_record(struct load_thread *t, double lat, bool ok)
 {
-	if (t->nlat == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 1024;
-		double *l = realloc(t->lat, cap * sizeof(*l));
-
-		if (!l)
-			return;
-		t->lat = l;
-		t->cap = cap;
-	}
+	if (AR_GROW(t->lat, t->cap, t->nlat + 1, 1024) < 0)
+		return;
 	t->lat[t->nlat++] = lat;
 	if (ok)
 		t->ok++;

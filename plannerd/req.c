@@ -262,10 +262,10 @@ int req_parse(const char *line, size_t len, struct req *req)
 		rc = ar_seterr(-AR_EINVAL, "op: missing or not a string");
 		goto out;
 	}
-	for (i = 0; i < sizeof(req_op_names) / sizeof(req_op_names[0]); i++)
+	for (i = 0; i < ARRAY_SIZE(req_op_names); i++)
 		if (strcmp(json_string_value(op), req_op_names[i]) == 0)
 			break;
-	if (i == sizeof(req_op_names) / sizeof(req_op_names[0])) {
+	if (i == ARRAY_SIZE(req_op_names)) {
 		rc = ar_seterr(-AR_EINVAL, "op: unknown operation \"%.32s\" (ping, status, plan, replan, get, forget)",
 			       json_string_value(op));
 		goto out;

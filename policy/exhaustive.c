@@ -14,8 +14,8 @@
  *    (each GPU at its best profiled per-GPU rate, no bubbles, and no more
  *    gradient synchronization than the plan already pays) cannot beat the
  *    best plan found.
- * The first level is shared among threads; each explores its subtrees
- * depth first.  The budget is checked before every fill.
+ * The first level is shared among the threads of planner_parallel();
+ * each explores its subtrees depth first.  The budget is checked before every fill.
  */
 #include "config.h"
 
@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "planner.h"
+#include "policy_private.h"
 
 #define EXH_MAX_DEPTH 8		/* the paper's D for its search-space count */
 #define EXH_MAX_TEMPLATES 4
@@ -77,14 +77,8 @@ static int option_cmp(const void *a, const void *b)
 
 static int keys_push(struct exh_search *x, size_t *cap, const struct exh_key *k)
 {
-	if (x->nkeys == *cap) {
-		struct exh_key *n = realloc(x->keys, 2 * *cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		x->keys = n;
-		*cap *= 2;
-	}
+	if (AR_GROW(x->keys, *cap, x->nkeys + 1, 1024) < 0)
+		return -ENOMEM;
 	x->keys[x->nkeys++] = *k;
 	return 0;
 }
@@ -203,7 +197,7 @@ static double bound(const struct exh_search *x, const struct costmodel_plan *pla
 	for (int g = 0; g < costmodel_num_gpus(x->cm); g++) {
 		rate += pool->free_by_type[g] * x->rate_per_gpu[g];
 		free_bytes += pool->free_by_type[g] *
-			      costmodel_gpu(x->cm, g)->memory_gib * 1073741824.0;
+			      costmodel_gpu(x->cm, g)->memory_gib * GIB;
 	}
 	/* Free GPUs that cannot hold one copy of the model add nothing. */
 	if (free_bytes < x->model_state_bytes)
@@ -370,7 +364,8 @@ out:
 	return go_on;
 }
 
-static void *worker(void *arg)
+/* One of planner_threads() workers: take first-level keys until none is left. */
+static void worker(void *arg, int thread, int task)
 {
 	struct exh_search *x = arg;
 	struct costmodel_plan *empty = costmodel_plan_create(x->cm);
@@ -401,7 +396,6 @@ static void *worker(void *arg)
 	pthread_mutex_unlock(&x->lock);
 	costmodel_pool_fini(&pool);
 	costmodel_plan_free(empty);
-	return NULL;
 }
 
 int planner_exhaustive(const struct policy_request *req,
@@ -409,8 +403,6 @@ int planner_exhaustive(const struct policy_request *req,
 {
 	struct exh_search x = { .req = req, .cm = req->cm, .cl = req->cl };
 	int nthreads = planner_threads(req), rc = 0;
-	pthread_t threads[64];
-	int started = 0;
 
 	planner_deadline_init(&x.deadline, req);
 	pthread_mutex_init(&x.lock, NULL);
@@ -440,15 +432,7 @@ int planner_exhaustive(const struct policy_request *req,
 	if ((rc = build_keys(&x)) < 0)
 		goto out;
 
-	for (int i = 0; i < nthreads && i < 64; i++) {
-		if (pthread_create(&threads[i], NULL, worker, &x) != 0)
-			break;
-		started++;
-	}
-	if (!started)
-		worker(&x);
-	for (int i = 0; i < started; i++)
-		pthread_join(threads[i], NULL);
+	planner_parallel(worker, &x, nthreads, nthreads);
 
 	if (!x.best) {
 		if (x.first_error)

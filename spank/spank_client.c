@@ -112,20 +112,15 @@ static int client_recv_line(int fd, double deadline, char **linep)
 		ssize_t n;
 
 		if (cap - len < 2) {
-			char *bigger;
-
 			if (cap >= CLIENT_RESPONSE_MAX) {
 				rc = ar_seterr(-AR_EPROTO, "plannerd's answer is longer than %d bytes",
 					       CLIENT_RESPONSE_MAX);
 				goto err_free;
 			}
-			bigger = realloc(buf, cap * 2);
-			if (!bigger) {
+			if (AR_GROW(buf, cap, len + 2, 4096) < 0) {
 				rc = -ENOMEM;
 				goto err_free;
 			}
-			buf = bigger;
-			cap *= 2;
 		}
 		rc = client_wait(fd, POLLIN, deadline);
 		if (rc < 0)

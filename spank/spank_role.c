@@ -82,11 +82,19 @@ int role_find(const json_t *plan, const char *node, unsigned gpu,
 	dp_size = role_replicas_total(templates);
 	json_array_foreach(templates, ti, t) {
 		const json_t *placement = json_object_get(t, "placement");
-		const json_t *row;
-		size_t rep;
+		const json_t *row, *st;
+		size_t rep, si;
 
 		if (!json_is_array(placement))
 			return -1;
+		/*
+		 * A stage with data parallelism of its own ("dp" > 1, Metis's
+		 * plans) has several entries a row and no role in the ranks
+		 * below: such plans are for comparison, not for running.
+		 */
+		json_array_foreach(json_object_get(t, "stages"), si, st)
+			if (role_uint(st, "dp", 1) > 1)
+				return -1;
 		json_array_foreach(placement, rep, row) {
 			const json_t *e;
 			size_t s;

@@ -48,7 +48,7 @@ static void refuses_malformed(void **state)
 	char **h;
 	size_t n;
 
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		assert_int_equal(ar_hostlist_expand(bad[i], &h, &n), -AR_EINVAL);
 		assert_null(h);
 		assert_non_null(strstr(ar_errmsg(), "hostlist"));

@@ -71,7 +71,7 @@ static void clusters(void **state)
 	struct costmodel *cm = fixture_load(dir, "toy");
 	char path[4096];
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		struct costmodel_cluster *cl = (void *)1;
 		json_t *root = json_loads(cases[i].json, 0, NULL);
 
@@ -148,7 +148,7 @@ static void profiles(void **state)
 		  "recomputation is a plan option" },
 	};
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		const char *dir = fixture_create();
 		struct costmodel_opts opts = { .profiles_dir = dir };
 		struct costmodel *cm = (void *)1;
@@ -244,7 +244,7 @@ static void plans(void **state)
 		"{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"hosts\":\"n1\"},"
 		"{\"gpu\":\"slow\",\"gpus_per_node\":4,\"hosts\":\"s1\"}]}");
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		struct costmodel_plan *plan = (void *)1;
 		json_t *root = json_loads(cases[i].json, 0, NULL);
 

@@ -8,9 +8,8 @@
 
 #include <stdbool.h>
 
+#include "ar.h"
 #include "costmodel.h"
-
-#define MIB (1024.0 * 1024.0)
 
 /*
  * GPU "fast": 80 GiB, 1000 TFLOPS, intra 400 GB/s, 100 Gb/s network, 4 a node.

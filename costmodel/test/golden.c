@@ -436,6 +436,92 @@ static void mixed_tp_resharding(void **state)
 	costmodel_destroy(cm);
 }
 
+/*
+ * A stage with data parallelism of its own (Metis's device groups): one
+ * pipeline on a 4-GPU "fast" node, micro-batch 2, M = 32; stage 0 (layers
+ * 0-4) on dp 2 groups of TP 1, each taking 1 sample of every micro-batch;
+ * stage 1 (layers 5-9) on one GPU taking both.
+ *   t0 = embed 0.3 + 4 blocks * 3.0 at micro-batch 1 = 12.3 ms, plus the
+ *        p2p of 2 samples over min(2, 1) = 1 stream inside the node:
+ *        2 * (2*1024*1024*2 B / 320e9 B/s + 8.4 us + 3.4 us) = 49.8144 us
+ *   t1 = 4 blocks * 6.0 + head 3.0 at micro-batch 2 = 27 ms
+ *   pipeline = 31 * 27 + (12.3498144 + 27) = 876.3498144 ms
+ *   sync (no overlap): stage 0's layers are held by 2 groups in one node
+ *        (ring of 2, as in dense_two_stages): 3.7931584 ms; stage 1's by
+ *        one: 0
+ *   step: 544 Mi params a stage * 36 B / 2.4e12 B/s = 8.55638016 ms
+ *   memory stage 0: 8.5 GiB of state, 2 in flight * (8 + 4*64) MiB at
+ *        micro-batch 1 = 0.515625 GiB, + 1.5 GiB overhead
+ */
+static void stage_data_parallel(void **state)
+{
+	static const char json[] =
+		"{\"arachne_plan\":1,\"model\":\"toy\",\"micro_batch\":2,"
+		"\"overlap_grad_reduce\":false,"
+		"\"templates\":[{\"replicas\":1,\"stages\":["
+		"{\"gpu\":\"fast\",\"tp\":1,\"dp\":2,\"layers\":[0,4]},"
+		"{\"gpu\":\"fast\",\"tp\":1,\"layers\":[5,9]}],"
+		"\"placement\":[[{\"node\":\"n1\",\"gpus\":[0]},{\"node\":\"n1\",\"gpus\":[1]},"
+		"{\"node\":\"n1\",\"gpus\":[2]}]]}]}";
+	struct costmodel *cm = fixture_load(dir, "toy");
+	struct costmodel_cluster *cl = fixture_cluster(cm,
+		"{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"hosts\":\"n1\"}]}");
+	struct costmodel_plan *plan = plan_from(cm, cl, json), *back;
+	const struct costmodel_template *t = &plan->templates[0];
+	json_t *out, *row;
+
+	assert_int_equal(costmodel_stage_dp(&t->stages[0]), 2);
+	assert_int_equal(costmodel_stage_dp(&t->stages[1]), 1);
+	assert_int_equal(costmodel_template_slots(t), 3);
+	assert_int_equal(costmodel_template_group(t, 0, 1, 0)->gpu[0], 2);
+	assert_int_equal(costmodel_plan_total_gpus(plan), 3);
+	assert_int_equal(t->stages[0].edp, 2);
+	assert_int_equal(t->micro_batches, 32);
+	assert_close(t->stages[0].time_s, 0.0123498144, "t0");
+	assert_close(t->stages[1].time_s, 0.027, "t1");
+	assert_close(plan->predicted.pipeline_s, 0.8763498144, "pipeline");
+	assert_close(t->stages[0].sync_s, 0.0037931584, "stage 0 sync");
+	assert_close(t->stages[1].sync_s, 0, "stage 1 sync");
+	assert_close(plan->predicted.step_s, 0.00855638016, "step");
+	assert_close(plan->predicted.iter_s,
+		     0.8763498144 + 0.0037931584 + 0.00855638016, "iteration");
+	assert_close(t->stages[0].peak_mem_gib, 8.5 + 0.515625 + 1.5,
+		     "stage 0 memory");
+
+	/* The JSON round-trips: "dp" on the stage, its groups in the row. */
+	out = costmodel_plan_to_json(cm, cl, plan);
+	assert_non_null(out);
+	row = json_array_get(json_object_get(json_array_get(
+		json_object_get(out, "templates"), 0), "placement"), 0);
+	assert_int_equal(json_array_size(row), 3);
+	assert_int_equal(costmodel_plan_from_json(cm, cl, out, &back), 0);
+	assert_int_equal(costmodel_plan_price(cm, cl, back), 0);
+	assert_close(back->predicted.iter_s, plan->predicted.iter_s, "round trip");
+	json_decref(out);
+	costmodel_plan_free(back);
+
+	/* The fill does not complete such a stage, and says so. */
+	assert_int_equal(costmodel_plan_refill(cm, cl, plan, NULL), -AR_EINVAL);
+	assert_non_null(strstr(ar_errmsg(), "dp > 1"));
+	costmodel_plan_free(plan);
+
+	/* A dp that does not divide the micro-batch is refused, by name. */
+	{
+		char bad[sizeof(json) + 8];
+		json_t *root;
+
+		snprintf(bad, sizeof(bad), "%s", json);
+		memcpy(strstr(bad, "\"micro_batch\":2"), "\"micro_batch\":1", 15);
+		root = json_loads(bad, 0, NULL);
+		assert_non_null(root);
+		assert_int_equal(costmodel_plan_from_json(cm, cl, root, &back), -AR_EINVAL);
+		assert_non_null(strstr(ar_errmsg(), "dp 2"));
+		json_decref(root);
+	}
+	costmodel_cluster_free(cl);
+	costmodel_destroy(cm);
+}
+
 /* The fill: packing counts and layer balance on known clusters. */
 static void fill_packs_and_balances(void **state)
 {
@@ -538,6 +624,7 @@ int main(void)
 		cmocka_unit_test(sequence_length_refused),
 		cmocka_unit_test(network_per_group),
 		cmocka_unit_test(mixed_tp_resharding),
+		cmocka_unit_test(stage_data_parallel),
 		cmocka_unit_test(fill_packs_and_balances),
 		cmocka_unit_test(fill_split_weighs_sync),
 	};

@@ -172,11 +172,10 @@ static void test_deepseek_expert_state(void **state)
 	assert_non_null(p);
 	/* The paper's 168 GB counts 16 bytes a parameter (BF16 gradients);
 	 * the model's FP32 gradients make it 18, 189 GiB. */
-	assert_true(fabs(p->param_bytes / 2 * 16 /
-			 (1024.0 * 1024 * 1024) - 168.0) < 0.5);
+	assert_true(fabs(p->param_bytes / 2 * 16 / GIB - 168.0) < 0.5);
 	assert_true(fabs(p->param_bytes / 2 *
 			 costmodel_model(cm)->state_bytes_per_param /
-			 (1024.0 * 1024 * 1024) - 189.0) < 0.5);
+			 GIB - 189.0) < 0.5);
 	costmodel_destroy(cm);
 }
 

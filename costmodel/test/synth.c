@@ -257,8 +257,8 @@ static void test_monotonic(void **state)
 	const struct costmodel_gpu *gpus[] = { &h100, &a100, &a6000_4 };
 
 	(void)state;
-	for (size_t mi = 0; mi < sizeof(models) / sizeof(models[0]); mi++) {
-		for (size_t gi = 0; gi < sizeof(gpus) / sizeof(gpus[0]); gi++) {
+	for (size_t mi = 0; mi < ARRAY_SIZE(models); mi++) {
+		for (size_t gi = 0; gi < ARRAY_SIZE(gpus); gi++) {
 			const struct costmodel_model *m = models[mi];
 			const struct costmodel_gpu *g = gpus[gi];
 
@@ -355,8 +355,7 @@ static void test_deepseek_experts(void **state)
 	p = entry(&deepseek, &h100, 1, 1, COSTMODEL_LAYER_EXPERT);
 	assert_near(p.param_bytes, experts * 3 * h * ef * 2, 1e-12);
 	/* 16 bytes per parameter: 168 GiB of expert state in one layer */
-	assert_near(p.param_bytes / 2 * 16 / (1024.0 * 1024 * 1024), 168.0,
-		    1e-3);
+	assert_near(p.param_bytes / 2 * 16 / GIB, 168.0, 1e-3);
 	assert_int_equal(costmodel_synth_describe(&deepseek, &h100, 4, 2,
 						  COSTMODEL_LAYER_EXPERT, &ly), 0);
 	assert_near(ly.fwd_flops, 2 * slots * 2 * h * (ef / 4) * 3, 1e-12);

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 #include <slurm/spank.h>
 
+#include "ar.h"
 #include "arachne.h"
 
 static char last_error[1024];
@@ -107,7 +108,7 @@ static void opt_bad_values(void **state)
 		{ "=x", "'=x': expected key=value" },
 	};
 
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		setup(NULL);
 		assert_int_equal(opts_parse(&arachne_opts, bad[i].arg), -1);
 		if (!strstr(last_error, bad[i].message))
@@ -197,7 +198,7 @@ static void conf_rejects(void **state)
 	};
 	struct arachne_conf c;
 
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		char *av[] = { (char *)"mode=advise", (char *)bad[i].arg };
 
 		last_error[0] = '\0';

@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "ar.h"
 #include "arachne.h"
 
 static const char plan_text[] =
@@ -98,6 +99,20 @@ static void role_malformed(void **state)
 	json_decref(p);
 }
 
+/* A stage with data parallelism of its own has no role to give (Metis). */
+static void role_stage_dp_refused(void **state)
+{
+	json_t *p = json_loads("{\"templates\":[{\"replicas\":1,\"stages\":["
+			       "{\"gpu\":\"h100\",\"tp\":1,\"dp\":2,\"layers\":[0,33]}],"
+			       "\"placement\":[[{\"node\":\"node1\",\"gpus\":[0]},"
+			       "{\"node\":\"node1\",\"gpus\":[1]}]]}]}", 0, NULL);
+	struct task_role r;
+
+	assert_non_null(p);
+	assert_int_equal(role_find(p, "node1", 1, &r), -1);
+	json_decref(p);
+}
+
 static void summary_counts(void **state)
 {
 	json_t *p = plan_load();
@@ -127,7 +142,7 @@ static void gres_strings(void **state)
 	char type[64];
 	unsigned n;
 
-	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
 		assert_int_equal(job_gres_parse(ok[i].in, type, sizeof(type),
 						&n), 0);
 		assert_string_equal(type, ok[i].type);
@@ -161,6 +176,7 @@ int main(void)
 		cmocka_unit_test(role_second_template_counts_after_first),
 		cmocka_unit_test(role_unused_gpu_and_node),
 		cmocka_unit_test(role_malformed),
+		cmocka_unit_test(role_stage_dp_refused),
 		cmocka_unit_test(summary_counts),
 		cmocka_unit_test(gres_strings),
 		cmocka_unit_test(composition_entries),

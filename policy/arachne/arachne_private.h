@@ -20,6 +20,7 @@
 
 #include "costmodel.h"
 #include "policy.h"
+#include "policy_private.h"
 
 /* ---------------------------------------------------------------------
  * Feature layout.  Bump POLICY_FEATURE_VERSION whenever a feature, its
@@ -292,15 +293,6 @@ int policy_rng_below(struct policy_rng *r, int n);	/* [0, n) */
 float policy_rng_normal(struct policy_rng *r);
 
 /* ---------------------------------------------------------------------
- * Parallel tasks (par.c): task i on thread i mod @threads (< 64), the
- * caller's thread included, so results never depend on scheduling.
- * ------------------------------------------------------------------- */
-
-typedef void (*policy_task_f)(void *ctx, int thread, int task);
-
-void policy_parallel(policy_task_f fn, void *ctx, int n, int threads);
-
-/* ---------------------------------------------------------------------
  * Environment: one composition seen by the policy (env.c).
  * ------------------------------------------------------------------- */
 
@@ -409,7 +401,7 @@ struct policy_trace {
 	struct policy_decision *dec;	/* [ndec], owned */
 	uint8_t *dec_step;		/* [ndec] step of each decision */
 	int ndec;
-	int cap;
+	size_t cap, step_cap;		/* of dec and dec_step */
 	int decisions_in_step[POLICY_MAX_STEPS];
 	int nsteps;
 	float rewards[POLICY_MAX_STEPS];	/* throughput deltas / reference */

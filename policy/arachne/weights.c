@@ -367,16 +367,9 @@ int policy_weights_load(struct policy_net *net, struct policy_meta *meta,
 	for (;;) {
 		size_t got;
 
-		if (len == cap) {
-			unsigned char *nb;
-
-			cap = cap ? 2 * cap : 1 << 16;
-			nb = realloc(buf, cap);
-			if (!nb) {
-				rc = -ENOMEM;
-				goto out;
-			}
-			buf = nb;
+		if (AR_GROW(buf, cap, len + 1, 1 << 16) < 0) {
+			rc = -ENOMEM;
+			goto out;
 		}
 		got = fread(buf + len, 1, cap - len, f);
 		len += got;

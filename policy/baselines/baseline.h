@@ -1,9 +1,9 @@
 /*
- * baseline.h - what the five baseline planners share (private to
- * libarpolicy): the budget and best-plan bookkeeping of one search, the
- * node-size view of planners that need uniform nodes, and the per-layer
- * profile sums that the baselines' own heuristics read (layer time, state
- * and activation bytes).  Every plan a baseline returns is priced by
+ * baseline.h - what the five baseline planners of baselines/ share
+ * (private to libarpolicy): the budget and best-plan bookkeeping of one
+ * search, the node-size view of planners that need uniform nodes, and the
+ * per-layer profile sums that the baselines' own heuristics read (layer
+ * time, state and activation bytes).  Every plan a baseline returns is priced by
  * libarachne; these estimates only steer the searches, as each original
  * planner steers its search with its own model.
  */
@@ -13,9 +13,8 @@
 #include <stdbool.h>
 
 #include "costmodel.h"
-#include "planner.h"
+#include "policy_private.h"
 
-#define BASELINE_DEFAULT_BUDGET_S	600.0
 /* Micro-batch sizes the profiles hold: 1, 2, 4, 8, 16. */
 #define BASELINE_NUM_MBS		COSTMODEL_NUM_MBS
 /* Runtime memory every GPU loses to the framework (the cost model's default). */
@@ -26,8 +25,7 @@ struct baseline_search {
 	const struct costmodel *cm;		/* borrowed */
 	const struct costmodel_cluster *cl;	/* borrowed */
 	const char *name;			/* "sailor" */
-	double start_s;				/* ar_now() at the start */
-	double deadline_s;			/* ar_now() value the search stops at */
+	struct planner_deadline deadline;	/* the request's budget */
 	long plans_priced;			/* every fill or price call */
 	bool expired;				/* the deadline passed */
 	struct costmodel_plan *best;		/* owned; NULL until one prices */

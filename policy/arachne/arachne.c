@@ -35,7 +35,6 @@
 
 #include "ar.h"
 #include "arachne_private.h"
-#include "planner.h"
 
 #define ROLLOUTS		32	/* constructions: 1 greedy + 31 sampled */
 #define STARTS			3	/* plans improved: two from rollouts, one mixed */
@@ -76,7 +75,7 @@ int policy_default_path(const struct costmodel *cm, char *buf, size_t len)
 	snprintf(buf, len, "%s/policies/%s.safetensors", dir, model);
 	if (file_exists(buf))
 		return 0;
-	for (size_t i = 0; i < sizeof(borrowed) / sizeof(borrowed[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(borrowed); i++) {
 		if (strcmp(borrowed[i].model, model) != 0)
 			continue;
 		snprintf(buf, len, "%s/policies/%s.safetensors", dir,
@@ -570,7 +569,7 @@ static void neighbours(struct improve_ctx *c, const struct cand *cur,
 
 /* Move single layers across stage boundaries while the plan gets faster. */
 static int layer_moves(const struct policy_env *env, struct costmodel_plan **planp,
-		       long *priced, double deadline)
+		       long *priced, const struct planner_deadline *dl)
 {
 	struct costmodel_plan *best = *planp, *trial;
 	double best_thr = best->predicted.samples_per_s;
@@ -578,7 +577,7 @@ static int layer_moves(const struct policy_env *env, struct costmodel_plan **pla
 	trial = costmodel_plan_clone(best);
 	if (!trial)
 		return -ENOMEM;
-	for (int round = 0; round < LAYER_ROUNDS && ar_now() < deadline; round++) {
+	for (int round = 0; round < LAYER_ROUNDS && !planner_deadline_passed(dl); round++) {
 		bool gained = false;
 
 		for (int t = 0; t < best->ntemplates && !gained; t++) {
@@ -634,7 +633,8 @@ static double cand_work(const struct policy_env *env, const struct cand *x)
 }
 
 static int improve(const struct policy_env *env, struct cand *cur, int threads,
-		   double max_work, double *spent, long *priced, double deadline)
+		   double max_work, double *spent, long *priced,
+		   const struct planner_deadline *dl)
 {
 	struct improve_ctx c = { .env = env };
 	int rc = 0;
@@ -644,7 +644,7 @@ static int improve(const struct policy_env *env, struct cand *cur, int threads,
 		return -ENOMEM;
 	double work = 0.0;
 
-	for (int round = 0; round < IMPROVE_ROUNDS && ar_now() < deadline; round++) {
+	for (int round = 0; round < IMPROVE_ROUNDS && !planner_deadline_passed(dl); round++) {
 		struct costmodel_pool left;
 		double thr;
 		int best = -1, fit = 0;
@@ -666,7 +666,7 @@ static int improve(const struct policy_env *env, struct cand *cur, int threads,
 		if (c.count == 0)
 			break;
 		memset(c.priced_by, 0, sizeof(c.priced_by));
-		policy_parallel(improve_task, &c, c.count, threads);
+		planner_parallel(improve_task, &c, c.count, threads);
 		for (int t = 0; t < 64; t++)
 			*priced += c.priced_by[t];
 		for (int i = 0; i < c.count; i++)
@@ -787,7 +787,7 @@ static int mixed_start(const struct policy_env *env, int threads,
 			c.count++;
 	}
 	memset(c.priced_by, 0, sizeof(c.priced_by));
-	policy_parallel(improve_task, &c, c.count, threads);
+	planner_parallel(improve_task, &c, c.count, threads);
 	for (int t = 0; t < 64; t++)
 		*priced += c.priced_by[t];
 	for (int i = 0; i < c.count; i++)
@@ -817,7 +817,7 @@ static const struct {
 	{ planner_hexiscale, 256 },
 };
 
-#define NFAST (sizeof(fast_planners) / sizeof(fast_planners[0]))
+#define NFAST ARRAY_SIZE(fast_planners)
 
 struct fast_ctx {
 	const struct policy_request *req;
@@ -846,7 +846,7 @@ static void baseline_starts(const struct policy_request *req,
 {
 	struct fast_ctx c = { .req = req, .env = env };
 
-	policy_parallel(fast_task, &c, NFAST, threads);
+	planner_parallel(fast_task, &c, NFAST, threads);
 	for (size_t i = 0; i < NFAST; i++) {
 		struct costmodel_plan *plan = c.plan[i];
 		struct cand x = { 0 };
@@ -940,20 +940,11 @@ static int explain_infeasible(const struct policy_request *req)
  * The planner.
  * ------------------------------------------------------------------- */
 
-static int online_cpus(void)
-{
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-	return n > 0 ? (int)n : 1;
-}
-
 int planner_arachne(const struct policy_request *req,
 			struct costmodel_plan **planp)
 {
-	double t0 = ar_now();
-	double budget = req->budget_s > 0 ? req->budget_s : 600.0;
-	double deadline = t0 + budget;
-	int threads = req->threads > 0 ? req->threads : online_cpus();
+	struct planner_deadline dl;
+	int threads = planner_threads(req);
 	struct rollout_ctx *rc_ctx = NULL;
 	struct policy_net net;
 	struct policy_env env;
@@ -965,6 +956,7 @@ int planner_arachne(const struct policy_request *req,
 	int rc, winner = -1;	/* the best rollout, for the error path */
 
 	*planp = NULL;
+	planner_deadline_init(&dl, req);
 	rc = policy_net_load_for(&net, req->cm, req->policy_path);
 	if (rc < 0)
 		return rc;
@@ -981,7 +973,7 @@ int planner_arachne(const struct policy_request *req,
 	rc_ctx->env = &env;
 	rc_ctx->net = &net;
 	rc_ctx->seed = req->seed;
-	policy_parallel(rollout_task, rc_ctx, ROLLOUTS, threads);
+	planner_parallel(rollout_task, rc_ctx, ROLLOUTS, threads);
 	for (int k = 0; k < ROLLOUTS; k++) {
 		priced += rc_ctx->priced[k];
 		if (rc_ctx->rc[k] < 0)
@@ -1051,7 +1043,7 @@ int planner_arachne(const struct policy_request *req,
 climb:
 		rc = improve(&env, &start, threads,
 			     fmin(IMPROVE_WORK, IMPROVE_WORK_TOTAL - spent), &spent,
-			     &priced, deadline);
+			     &priced, &dl);
 		if (rc < 0)
 			goto out;
 		if (s == 0 || start.thr > best->thr)
@@ -1063,11 +1055,11 @@ climb:
 	if (rc < 0)
 		goto out;
 	priced += best->n;
-	rc = layer_moves(&env, &plan, &priced, deadline);
+	rc = layer_moves(&env, &plan, &priced, &dl);
 	if (rc < 0)
 		goto out;
 	if (raw && raw->predicted.samples_per_s > plan->predicted.samples_per_s) {
-		rc = layer_moves(&env, &raw, &priced, deadline);
+		rc = layer_moves(&env, &raw, &priced, &dl);
 		if (rc < 0)
 			goto out;
 		costmodel_plan_free(plan);
@@ -1078,8 +1070,8 @@ climb:
 	snprintf(plan->planner, sizeof(plan->planner), "arachne");
 	plan->plans_priced = priced;
 	/* its search is bounded by counts; only the clock can cut it short */
-	plan->search_complete = ar_now() < deadline;
-	plan->planning_s = ar_now() - t0;
+	plan->search_complete = !planner_deadline_passed(&dl);
+	plan->planning_s = ar_now() - dl.start;
 	*planp = plan;
 	plan = NULL;
 out:

@@ -19,7 +19,6 @@
 #include "ar.h"
 #include "arachne_private.h"
 
-#define GIB (1024.0 * 1024.0 * 1024.0)
 #define RUNTIME_OVERHEAD_GIB 1.5	/* the cost model's default per GPU */
 
 struct slot_key {

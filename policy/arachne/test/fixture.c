@@ -15,8 +15,6 @@
 #include "ar.h"
 #include "fixture.h"
 
-#define MIB (1024.0 * 1024.0)
-#define GIB (1024.0 * MIB)
 
 static const struct {
 	const char *name;
@@ -102,7 +100,7 @@ char *pfix_create(void)
 	char rel[64], text[512];
 
 	assert_non_null(mkdtemp(dir));
-	for (size_t g = 0; g < sizeof(gpus) / sizeof(gpus[0]); g++) {
+	for (size_t g = 0; g < ARRAY_SIZE(gpus); g++) {
 		snprintf(rel, sizeof(rel), "gpus/%s.ini", gpus[g].name);
 		snprintf(text, sizeof(text),
 			 "[gpu]\nname = %s\nmemory_gib = %d\npeak_tflops = %d\n"
@@ -116,7 +114,7 @@ char *pfix_create(void)
 	fixture_write(dir, "models/huge.ini", model_ini("huge", ""));
 	fixture_write(dir, "models/moe.ini",
 		   model_ini("moe", "experts = 8\ntop_k = 2\nexpert_ffn = 4096\n"));
-	for (size_t g = 0; g < sizeof(gpus) / sizeof(gpus[0]); g++) {
+	for (size_t g = 0; g < ARRAY_SIZE(gpus); g++) {
 		write_layers(dir, "dense", g, 1 * GIB, 0);
 		write_layers(dir, "huge", g, 64 * GIB, 0);
 		write_layers(dir, "moe", g, 0, 1);

@@ -1,5 +1,5 @@
 /*
- * compose.c - random compositions of a model's profiled GPU types, for
+ * compositions.c - random compositions of a model's profiled GPU types, for
  * training and for the property tests: 2-4 types, one of them dominant or
  * all balanced, 16-1024 GPUs, nodes of 1, 2, 4 or 8 GPUs, and some types
  * spread over nodes of two sizes (the non-uniform mixes of §6.1).
@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ar.h"
 #include "arachne_private.h"
 
 static const int node_sizes[] = { 1, 2, 4, 8 };
@@ -34,15 +35,8 @@ static int add_nodes(const struct costmodel *cm, struct costmodel_cluster *cl,
 	for (int i = 0; i < count; i++) {
 		char name[64];
 
-		if (cl->nnodes == *cap) {
-			size_t ncap = *cap ? 2 * *cap : 64;
-			struct costmodel_node *n = realloc(cl->nodes, ncap * sizeof(*n));
-
-			if (!n)
-				return -1;
-			cl->nodes = n;
-			*cap = ncap;
-		}
+		if (AR_GROW(cl->nodes, *cap, cl->nnodes + 1, 64) < 0)
+			return -1;
 		snprintf(name, sizeof(name), "%s-%04zu", costmodel_gpu(cm, type)->name,
 			 cl->nnodes);
 		cl->nodes[cl->nnodes].name = strdup(name);
@@ -61,7 +55,7 @@ static int pick_node_size(const struct costmodel *cm, struct policy_rng *rng,
 	int max = costmodel_gpu(cm, type)->max_gpus_per_node;
 	int n = 0;
 
-	for (size_t i = 0; i < sizeof(node_sizes) / sizeof(node_sizes[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(node_sizes); i++)
 		if (node_sizes[i] <= max || max <= 0)
 			n++;
 	/* 4-GPU nodes are the common case; weight them up */

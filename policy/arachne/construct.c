@@ -396,12 +396,13 @@ void policy_trace_clear(struct policy_trace *tr)
 {
 	struct policy_decision *dec = tr->dec;
 	uint8_t *dec_step = tr->dec_step;
-	int cap = tr->cap;
+	size_t cap = tr->cap, step_cap = tr->step_cap;
 
 	memset(tr, 0, sizeof(*tr));
 	tr->dec = dec;
 	tr->dec_step = dec_step;
 	tr->cap = cap;
+	tr->step_cap = step_cap;
 }
 
 void policy_trace_fini(struct policy_trace *tr)
@@ -415,20 +416,9 @@ void policy_trace_fini(struct policy_trace *tr)
 
 static struct policy_decision *trace_push(struct policy_trace *tr, int step)
 {
-	if (tr->ndec == tr->cap) {
-		int cap = tr->cap ? 2 * tr->cap : 64;
-		struct policy_decision *d = realloc(tr->dec, cap * sizeof(*d));
-		uint8_t *s;
-
-		if (!d)
-			return NULL;
-		tr->dec = d;
-		s = realloc(tr->dec_step, cap);
-		if (!s)
-			return NULL;
-		tr->dec_step = s;
-		tr->cap = cap;
-	}
+	if (AR_GROW(tr->dec, tr->cap, tr->ndec + 1, 64) < 0 ||
+	    AR_GROW(tr->dec_step, tr->step_cap, tr->ndec + 1, 64) < 0)
+		return NULL;
 	tr->dec_step[tr->ndec] = (uint8_t)step;
 	return &tr->dec[tr->ndec++];
 }

@@ -15,7 +15,7 @@
 #define AR_POLICY_TEST_FIXTURE_H
 
 /* fixture_write(), _load(), _cluster(), _destroy(): the cost model's. */
-#include "../../costmodel/test/fixture.h"
+#include "../../../costmodel/test/fixture.h"
 
 /* Create the tree in a new temporary directory; returns its path (owned,
  * removed and freed by fixture_destroy()). */

@@ -1,4 +1,7 @@
-/* planner.c - policy_plan(): the table of planners and what they share. */
+/*
+ * policy.c - policy_plan(): the table of planners, and the deadline,
+ * thread count and TP options every planner shares (policy_private.h).
+ */
 #include "config.h"
 
 #include <errno.h>
@@ -6,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "planner.h"
+#include "policy_private.h"
 
 static const struct {
 	const char *name;
@@ -21,7 +24,7 @@ static const struct {
 	{ "espresso", planner_espresso },
 };
 
-#define NPLANNERS (sizeof(planners) / sizeof(planners[0]))
+#define NPLANNERS ARRAY_SIZE(planners)
 
 const char *const *policy_planner_names(void)
 {
@@ -61,7 +64,8 @@ void planner_deadline_init(struct planner_deadline *dl,
 			   const struct policy_request *req)
 {
 	dl->start = ar_now();
-	dl->end = dl->start + (req->budget_s > 0 ? req->budget_s : 600.0);
+	dl->end = dl->start + (req->budget_s > 0 ? req->budget_s :
+						 PLANNER_DEFAULT_BUDGET_S);
 }
 
 bool planner_deadline_passed(const struct planner_deadline *dl)
@@ -76,7 +80,7 @@ int planner_threads(const struct policy_request *req)
 	if (req->threads > 0)
 		return req->threads;
 	n = sysconf(_SC_NPROCESSORS_ONLN);
-	return n > 0 ? (int)(n > 64 ? 64 : n) : 1;
+	return n > 0 ? (int)(n > PLANNER_MAX_THREADS ? PLANNER_MAX_THREADS : n) : 1;
 }
 
 int planner_tp_options(const struct costmodel *cm,

@@ -3,4 +3,4 @@
  * policy tests rather than copied (built here so that VPATH builds keep
  * their objects in the build tree).
  */
-#include "../../costmodel/test/fixture.c"
+#include "../../../costmodel/test/fixture.c"

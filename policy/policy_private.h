@@ -1,10 +1,15 @@
 /*
- * planner.h - what the planners of libarpolicy share: the signature every
- * planner has, the table policy_plan() dispatches on, and small helpers
- * for budgets.  Internal to policy/.
+ * policy_private.h - the planner framework of libarpolicy, what every
+ * planner is written against: the signature of a planner and the table
+ * policy_plan() dispatches on (policy.c), the one deadline of a planning
+ * call, the one way a planner runs work on several threads (parallel.c),
+ * and the TP degrees a cluster offers.  The exhaustive reference planner
+ * (exhaustive.c) lives beside it; the learned planner is in arachne/ and
+ * the baselines in baselines/, each with its own header.  Internal to
+ * policy/ (docs/planners.md).
  */
-#ifndef AR_PLANNER_H
-#define AR_PLANNER_H
+#ifndef AR_POLICY_PRIVATE_H
+#define AR_POLICY_PRIVATE_H
 
 #include <stdbool.h>
 
@@ -23,9 +28,10 @@ typedef int (*planner_f)(const struct policy_request *req,
 
 int planner_exhaustive(const struct policy_request *req,
 		       struct costmodel_plan **planp);
+/* The learned planner (arachne/arachne.c, docs/policy.md). */
 int planner_arachne(const struct policy_request *req,
-		    struct costmodel_plan **planp);	/* arachne.c */
-/* The baselines of the paper's §3.1 (docs/baselines.md). */
+		    struct costmodel_plan **planp);
+/* The baselines of the paper's §3.1 (baselines/, docs/baselines.md). */
 int planner_amp(const struct policy_request *req, struct costmodel_plan **planp);
 int planner_espresso(const struct policy_request *req,
 		     struct costmodel_plan **planp);
@@ -36,18 +42,30 @@ int planner_metis(const struct policy_request *req,
 int planner_sailor(const struct policy_request *req,
 		   struct costmodel_plan **planp);
 
-/* A wall-clock deadline for a planning call. */
+/* A planning call's budget when the request gives none: the paper's. */
+#define PLANNER_DEFAULT_BUDGET_S	600.0
+
+/* The wall-clock deadline of a planning call, from its budget. */
 struct planner_deadline {
-	double start;
-	double end;
+	double start;		/* ar_now() when the planner started */
+	double end;		/* ar_now() value the search stops at */
 };
 
 void planner_deadline_init(struct planner_deadline *dl,
 			   const struct policy_request *req);
 bool planner_deadline_passed(const struct planner_deadline *dl);
 
-/* Threads a planner may use for @req. */
+/* Threads a planner may use for @req (at most PLANNER_MAX_THREADS). */
+#define PLANNER_MAX_THREADS	64
 int planner_threads(const struct policy_request *req);
+
+/*
+ * planner_parallel() - run tasks 0..@n-1 of @fn on up to @threads threads
+ * (parallel.c): task i always runs on thread i mod threads, the caller's
+ * thread taking part, so a result never depends on the scheduling.
+ */
+typedef void (*planner_task_f)(void *ctx, int thread, int task);
+void planner_parallel(planner_task_f fn, void *ctx, int n, int threads);
 
 /* The candidate TP degrees for GPU type @gpu in @cl: powers of two up to
  * the largest node of that type.  Returns how many, written to @tps. */
@@ -55,4 +73,4 @@ int planner_tp_options(const struct costmodel *cm,
 		       const struct costmodel_cluster *cl, int gpu,
 		       int tps[COSTMODEL_NUM_TP]);
 
-#endif /* AR_PLANNER_H */
+#endif /* AR_POLICY_PRIVATE_H */

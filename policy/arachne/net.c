@@ -27,6 +27,7 @@
 
 #include <cblas.h>
 
+#include "ar.h"
 #include "arachne_private.h"
 
 #define FHID POLICY_FILM_HIDDEN
@@ -334,7 +335,7 @@ int policy_work_init(struct policy_work *w, int cap)
 	float *p;
 
 	memset(w, 0, sizeof(*w));
-	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(sizes); i++)
 		total += sizes[i];
 	w->memory = calloc(total, sizeof(*w->memory));
 	w->row_dec = calloc(rows, sizeof(*w->row_dec));
@@ -344,7 +345,7 @@ int policy_work_init(struct policy_work *w, int cap)
 		return -ENOMEM;
 	}
 	p = w->memory;
-	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(sizes); i++) {
 		*views[i] = p;
 		p += sizes[i];
 	}

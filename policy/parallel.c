@@ -1,19 +1,16 @@
 /*
- * par.c - run @n independent tasks over a few threads.  Task i always runs
- * on thread i mod threads, so a result never depends on the scheduling;
- * the caller's thread takes part.
+ * parallel.c - the planners' one way to use several threads: run @n
+ * independent tasks, task i always on thread i mod threads, so a result
+ * never depends on the scheduling; the caller's thread takes part.
  */
-#define AR_INTERNAL 1
 #include "config.h"
 
 #include <pthread.h>
 
-#include "arachne_private.h"
-
-#define PAR_MAX_THREADS 64
+#include "policy_private.h"
 
 struct par_arg {
-	policy_task_f fn;
+	planner_task_f fn;
 	void *ctx;
 	int thread;
 	int threads;
@@ -29,16 +26,16 @@ static void *par_main(void *p)
 	return NULL;
 }
 
-void policy_parallel(policy_task_f fn, void *ctx, int n, int threads)
+void planner_parallel(planner_task_f fn, void *ctx, int n, int threads)
 {
-	pthread_t tid[PAR_MAX_THREADS];
-	struct par_arg args[PAR_MAX_THREADS];
+	pthread_t tid[PLANNER_MAX_THREADS];
+	struct par_arg args[PLANNER_MAX_THREADS];
 	int started = 0;
 
 	if (n <= 0)
 		return;
-	if (threads > PAR_MAX_THREADS)
-		threads = PAR_MAX_THREADS;
+	if (threads > PLANNER_MAX_THREADS)
+		threads = PLANNER_MAX_THREADS;
 	if (threads > n)
 		threads = n;
 	if (threads < 1)

@@ -1,6 +1,7 @@
 /*
  * baseline.c - bookkeeping and profile sums shared by the baseline
- * planners (amp.c, espresso.c, hexiscale.c, metis.c, sailor.c).
+ * planners of this folder (amp.c, espresso.c, hexiscale.c, metis.c,
+ * sailor.c).
  */
 #include "config.h"
 
@@ -15,9 +16,6 @@
 int baseline_search_init(struct baseline_search *bs,
 			 const struct policy_request *req, const char *name)
 {
-	double budget = req->budget_s > 0 ? req->budget_s :
-					    BASELINE_DEFAULT_BUDGET_S;
-
 	memset(bs, 0, sizeof(*bs));
 	if (!req->cm || !req->cl)
 		return ar_seterr(-AR_EINVAL, "%s: no model or no cluster given",
@@ -25,8 +23,7 @@ int baseline_search_init(struct baseline_search *bs,
 	bs->cm = req->cm;
 	bs->cl = req->cl;
 	bs->name = name;
-	bs->start_s = ar_now();
-	bs->deadline_s = bs->start_s + budget;
+	planner_deadline_init(&bs->deadline, req);
 	return 0;
 }
 
@@ -38,7 +35,7 @@ void baseline_search_fini(struct baseline_search *bs)
 
 bool baseline_search_expired(struct baseline_search *bs)
 {
-	if (!bs->expired && ar_now() >= bs->deadline_s)
+	if (!bs->expired && planner_deadline_passed(&bs->deadline))
 		bs->expired = true;
 	return bs->expired;
 }
@@ -70,7 +67,7 @@ int baseline_search_finish(struct baseline_search *bs, bool complete,
 				 bs->expired ? ", budget spent" : "");
 	bs->best = NULL;
 	snprintf(plan->planner, sizeof(plan->planner), "%s", bs->name);
-	plan->planning_s = ar_now() - bs->start_s;
+	plan->planning_s = ar_now() - bs->deadline.start;
 	plan->plans_priced = bs->plans_priced;
 	plan->search_complete = complete && !bs->expired;
 	*planp = plan;
@@ -230,8 +227,8 @@ bool baseline_stage_fits(const struct costmodel *cm, int gpu, int tp, int mbs,
 			 int first, int last, int inflight, double *headroom)
 {
 	const struct costmodel_gpu *g = costmodel_gpu(cm, gpu);
-	double cap = g->memory_gib * 1073741824.0;
-	double need = BASELINE_RUNTIME_OVERHEAD_GIB * 1073741824.0;
+	double cap = g->memory_gib * GIB;
+	double need = BASELINE_RUNTIME_OVERHEAD_GIB * GIB;
 
 	for (int l = first; l <= last; l++)
 		need += baseline_layer_state_bytes(cm, gpu, tp, l) +

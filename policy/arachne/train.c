@@ -578,7 +578,7 @@ int policy_train(const struct costmodel *cm, const struct policy_train_opts *o,
 			} while (seen);
 			tr.batch[b] = j;
 		}
-		policy_parallel(rollout_task, &tr, ng, tr.threads);
+		planner_parallel(rollout_task, &tr, ng, tr.threads);
 		for (int i = 0; i < ng; i++) {
 			if (tr.trace_rc[i] == -ENOMEM) {
 				rc = -ENOMEM;
@@ -606,7 +606,7 @@ int policy_train(const struct costmodel *cm, const struct policy_train_opts *o,
 			goto out;
 		tr.sil_now = tr.update % SIL_EVERY == SIL_EVERY - 1;
 		for (int e = 0; e < PPO_EPOCHS; e++) {
-			policy_parallel(grad_task, &tr, nb, tr.threads);
+			planner_parallel(grad_task, &tr, nb, tr.threads);
 			pcgrad_combine(&tr, nb);
 			policy_net_adam(&tr.net, LEARNING_RATE, 0.9f, 0.999f, 1e-8f,
 					0.0f);

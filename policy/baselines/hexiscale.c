@@ -379,8 +379,7 @@ static int hexi_most_groups(const struct hexiscale *h)
 	}
 	for (size_t i = 0; i < cl->nnodes; i++)
 		memory += cl->nodes[i].gpus *
-			  costmodel_gpu(cm, cl->nodes[i].gpu)->memory_gib *
-			  1073741824.0;
+			  costmodel_gpu(cm, cl->nodes[i].gpu)->memory_gib * GIB;
 	most = isfinite(state) && state > 0 ? (int)(memory / state) : 1;
 	if (most > (int)cl->nnodes)
 		most = (int)cl->nnodes;

@@ -23,7 +23,7 @@
 static const char *const baselines[] = {
 	"amp", "sailor", "metis", "hexiscale", "espresso",
 };
-#define NBASELINES (sizeof(baselines) / sizeof(baselines[0]))
+#define NBASELINES ARRAY_SIZE(baselines)
 
 /* Two types on 4-GPU nodes. */
 static const char two_types[] =
