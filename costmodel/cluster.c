@@ -70,30 +70,6 @@ static int json_posint(const json_t *obj, const char *key, const char *what,
 	return 0;
 }
 
-/*
- * Intra-node link classes, per direction.  NVLink: half of the total
- * NVIDIA's datasheets give per GPU (V100 300 GB/s, A100 600, H100 900,
- * B200 1800).  PCIe x16: about 80 % of the raw rate (15.75, 31.5 and
- * 63 GB/s for generations 3 to 5), as the shipped GPU profiles take it
- * (docs/profiles.md).
- */
-static const struct {
-	const char *name;
-	double GBps;
-} link_classes[] = {
-	{ "nvlink2", 150 }, { "nvlink3", 300 }, { "nvlink4", 450 },
-	{ "nvlink5", 900 }, { "pcie3", 12.5 }, { "pcie4", 25 },
-	{ "pcie5", 50 },
-};
-
-double costmodel_link_class_GBps(const char *name)
-{
-	for (size_t i = 0; i < ARRAY_SIZE(link_classes); i++)
-		if (strcmp(name, link_classes[i].name) == 0)
-			return link_classes[i].GBps;
-	return 0;
-}
-
 /* A positive number member @key of @obj, if present, into *@out. */
 static int json_posnum(const json_t *obj, const char *key, const char *what,
 		       double max, double *out)
@@ -137,13 +113,8 @@ static int parse_links(const json_t *entry, const char *what,
 					 what);
 		if (!json_is_string(v) ||
 		    !(links->intra_node_GBps = costmodel_link_class_GBps(json_string_value(v)))) {
-			char names[128] = "";
-
-			for (size_t i = 0; i < ARRAY_SIZE(link_classes); i++)
-				snprintf(names + strlen(names), sizeof(names) - strlen(names),
-					 "%s%s", i ? ", " : "", link_classes[i].name);
 			return ar_seterr(-AR_EINVAL, "%s: \"intra_node\" must be one of %s",
-					 what, names);
+					 what, costmodel_link_class_names());
 		}
 	}
 	return 0;
@@ -372,10 +343,3 @@ double costmodel_node_intra_GBps(const struct costmodel *cm,
 	       cm->gpus[n->gpu].intra_node_GBps;
 }
 
-double cm_node_net_Bps(const struct costmodel *cm,
-		       const struct costmodel_cluster *cl, int node)
-{
-	/* The node's links are shared by its GPUs. */
-	return costmodel_node_network_gbps(cm, cl, node) / 8.0 * 1e9 *
-	       LINK_EFFICIENCY / cl->nodes[node].gpus;
-}

@@ -246,6 +246,8 @@ double costmodel_node_intra_GBps(const struct costmodel *cm,
  * docs/costmodel.md lists them and their sources); 0 for an unknown name.
  */
 double costmodel_link_class_GBps(const char *name);
+/* The link class names, comma-separated, for messages. */
+const char *costmodel_link_class_names(void);
 /* Index of the node called @name, or -1. */
 int costmodel_cluster_node_find(const struct costmodel_cluster *cl,
 				const char *name);

@@ -112,14 +112,28 @@ static inline enum costmodel_layer_type cm_layer_type(const struct costmodel *cm
 	return COSTMODEL_LAYER_BLOCK;
 }
 
-/* Network bandwidth one GPU of @node gets, in bytes/s. */
-double cm_node_net_Bps(const struct costmodel *cm,
-		       const struct costmodel_cluster *cl, int node);
-/* Intra-node bandwidth of @node, bytes/s. */
+/* Network bandwidth one GPU of @node gets, in bytes/s: its node's links
+ * (costmodel_node_network_gbps()) shared by its GPUs, at LINK_EFFICIENCY. */
+static inline double cm_node_net_Bps(const struct costmodel *cm,
+				     const struct costmodel_cluster *cl, int node)
+{
+	const struct costmodel_node *n = &cl->nodes[node];
+	double link = n->nic_gbps > 0 ? n->nic_gbps :
+		      cl->inter_node_gbps > 0 ? cl->inter_node_gbps :
+		      cm->gpus[n->gpu].network_gbps;
+
+	return (n->nics > 0 ? n->nics : 1) * link * (1e9 / 8 * LINK_EFFICIENCY) /
+	       n->gpus;
+}
+
+/* Intra-node bandwidth of @node, bytes/s (costmodel_node_intra_GBps()). */
 static inline double cm_intra_Bps(const struct costmodel *cm,
 				  const struct costmodel_cluster *cl, int node)
 {
-	return costmodel_node_intra_GBps(cm, cl, node) * 1e9 * LINK_EFFICIENCY;
+	const struct costmodel_node *n = &cl->nodes[node];
+
+	return (n->intra_node_GBps > 0 ? n->intra_node_GBps :
+		cm->gpus[n->gpu].intra_node_GBps) * (1e9 * LINK_EFFICIENCY);
 }
 
 /* NCCL's ring step latency over an intra-node link of @GBps. */
@@ -198,6 +212,7 @@ struct cm_stage_links {
 	int nodes;			/* distinct nodes of its replicas */
 	int local_min;			/* fewest of its replicas on one node */
 	int gpus_per_node_min;		/* fewest stage GPUs on a node it uses */
+	int p2p_shards;			/* each GPU sends 1/shards of an activation */
 	int p2p_streams;		/* parallel sends to the next stage: the
 					   smaller dp of the two */
 };

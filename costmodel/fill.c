@@ -709,9 +709,9 @@ static int template_fill(const struct costmodel *cm,
 		st->etp = st->tp;
 		st->edp = t->replicas;
 		if (lk[s].p2p_Bps > 0) {
-			sr[s].fixed_fwd_s = (double)mbs * cm->model.seq_len *
-					    cm->model.hidden * 2.0 / lk[s].p2p_Bps +
-					    lk[s].p2p_lat;
+			sr[s].fixed_fwd_s = (double)mbs / lk[s].p2p_shards *
+					    cm->model.seq_len * cm->model.hidden * 2.0 /
+					    lk[s].p2p_Bps + lk[s].p2p_lat;
 			sr[s].fixed_s = 2 * sr[s].fixed_fwd_s;
 		}
 		for (int type = 0; type < COSTMODEL_NUM_LAYER_TYPES; type++) {
@@ -800,9 +800,10 @@ static int template_fill(const struct costmodel *cm,
 		struct split_limits all = { .T = hi, .S = DBL_MAX };
 		double lo = 0, top = hi;
 
-		if (!split_fits(cm, sr, d, &all, NULL))
+		if (!split_fits(cm, sr, d, &all, NULL)) {
 			return ar_seterr(-AR_EINFEASIBLE, "the layers do not fit the memory of %d stages",
 					 d);
+		}
 		split_bisect(cm, sr, d, DBL_MAX, SPLIT_PRECISION, &lo, &top, last);
 		split_balance_sync(cm, sr, d, hi, ctx, last);
 	}

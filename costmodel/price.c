@@ -26,28 +26,34 @@
 #define AR_INTERNAL
 #include "costmodel_private.h"
 
-static int int_cmp(const void *a, const void *b)
-{
-	return *(const int *)a - *(const int *)b;
-}
+/* Nodes a scratch count array covers on the stack; larger clusters allocate. */
+#define LINKS_STACK_NODES 4096
 
 void cm_template_links(const struct costmodel *cm,
 		       const struct costmodel_cluster *cl,
 		       const struct costmodel_template *t,
 		       struct cm_stage_links *links)
 {
-	int nodes_small[64], *nodes = nodes_small;
-	int most = t->replicas;
+	/* groups per node of the stage at hand, and the nodes seen */
+	uint16_t count_small[LINKS_STACK_NODES], *count = count_small;
+	int seen_small[64], *seen = seen_small;
+	int slots = costmodel_template_slots(t), most = 0, off = 0;
+	size_t nnodes = cl->nnodes;
+	const struct costmodel_node *last = NULL;	/* links computed for */
+	double net = 0, intra = 0;
 
 	for (int s = 0; s < t->nstages; s++)
 		if (t->replicas * costmodel_stage_dp(&t->stages[s]) > most)
 			most = t->replicas * costmodel_stage_dp(&t->stages[s]);
 	if (most > 64)
-		nodes = malloc((size_t)most * sizeof(*nodes));
+		seen = malloc((size_t)most * sizeof(*seen));
+	if (nnodes > LINKS_STACK_NODES)
+		count = calloc(nnodes, sizeof(*count));
+	else
+		memset(count_small, 0, nnodes * sizeof(*count));
 	for (int s = 0; s < t->nstages; s++) {
 		struct cm_stage_links *l = &links[s];
 		int tp = t->stages[s].tp, dp = costmodel_stage_dp(&t->stages[s]);
-		int groups = t->replicas * dp, run = 0;
 		double profile_intra = cm->gpus[t->stages[s].gpu].intra_node_GBps *
 				       1e9 * LINK_EFFICIENCY;
 
@@ -55,40 +61,51 @@ void cm_template_links(const struct costmodel *cm,
 		l->net_Bps = DBL_MAX;
 		l->nodes = 0;
 		l->local_min = INT32_MAX;
-		for (int g = 0; g < groups; g++) {
-			int node = costmodel_template_group(t, g / dp, s, g % dp)->node;
-			double bps = cm_node_net_Bps(cm, cl, node);
-			double intra = cm_intra_Bps(cm, cl, node);
+		if (!seen || !count) {
+			/* Out of memory for the scratch: assume a group a node. */
+			l->nodes = t->replicas * dp;
+			l->local_min = 1;
+		}
+		for (int r = 0; r < t->replicas; r++) {
+			const struct costmodel_group *g = &t->placement[(size_t)r * slots + off];
 
-			if (bps < l->net_Bps)
-				l->net_Bps = bps;
-			if (intra < l->intra_Bps)
-				l->intra_Bps = intra;
-			if (nodes)
-				nodes[g] = node;
+			for (int k = 0; k < dp; k++) {
+				int node = g[k].node;
+
+				const struct costmodel_node *n = &cl->nodes[node];
+
+				if (seen && count && count[node]++)
+					continue;
+				/* A node first seen: its links, unless it is built
+				 * like the last one (nodes of a group are). */
+				if (!last || n->gpu != last->gpu || n->gpus != last->gpus ||
+				    n->nics != last->nics || n->nic_gbps != last->nic_gbps ||
+				    n->intra_node_GBps != last->intra_node_GBps) {
+					last = n;
+					net = cm_node_net_Bps(cm, cl, node);
+					intra = cm_intra_Bps(cm, cl, node);
+				}
+				if (net < l->net_Bps)
+					l->net_Bps = net;
+				if (intra < l->intra_Bps)
+					l->intra_Bps = intra;
+				if (seen && count)
+					seen[l->nodes++] = node;
+			}
 		}
 		/* TP groups per node: how the stage's DP group spreads. */
-		if (nodes) {
-			qsort(nodes, (size_t)groups, sizeof(*nodes), int_cmp);
-			for (int g = 0; g < groups; g++) {
-				run++;
-				if (g + 1 == groups || nodes[g + 1] != nodes[g]) {
-					l->nodes++;
-					if (run < l->local_min)
-						l->local_min = run;
-					run = 0;
-				}
-			}
-		} else {
-			/* Out of memory for the sort: assume one group a node. */
-			l->nodes = groups;
-			l->local_min = 1;
+		for (int i = 0; seen && count && i < l->nodes; i++) {
+			if (count[seen[i]] < l->local_min)
+				l->local_min = count[seen[i]];
+			count[seen[i]] = 0;
 		}
 		l->gpus_per_node_min = l->local_min * tp;
 		l->intra_step_s = cm_intra_step_s(l->intra_Bps / 1e9 / LINK_EFFICIENCY);
 		/* The profiles' TP collectives ran on the GPU profile's link. */
 		l->tp_comm_scale = profile_intra / l->intra_Bps;
+		off += dp;
 	}
+	off = 0;
 	for (int s = 0; s < t->nstages; s++) {
 		struct cm_stage_links *l = &links[s];
 		int dp = costmodel_stage_dp(&t->stages[s]), next_dp;
@@ -98,18 +115,25 @@ void cm_template_links(const struct costmodel *cm,
 			l->p2p_Bps = 0;
 			l->p2p_lat = 0;
 			l->p2p_streams = 1;
+			l->p2p_shards = 1;
 			continue;
 		}
+		/*
+		 * Sequence parallelism leaves each GPU of a TP group 1/tp of
+		 * the activation along the sequence; each sends its part
+		 * (Megatron's scatter/gather between stages did the same).
+		 */
+		l->p2p_shards = t->stages[s].tp < t->stages[s + 1].tp ?
+				t->stages[s].tp : t->stages[s + 1].tp;
 		/* Each of the smaller side's groups exchanges its share. */
 		next_dp = costmodel_stage_dp(&t->stages[s + 1]);
 		l->p2p_streams = dp < next_dp ? dp : next_dp;
 		for (int r = 0; r < t->replicas && same_node; r++) {
-			int node = costmodel_template_group(t, r, s, 0)->node;
+			const struct costmodel_group *g = &t->placement[(size_t)r * slots + off];
 
-			for (int k = 0; k < dp && same_node; k++)
-				same_node = costmodel_template_group(t, r, s, k)->node == node;
-			for (int k = 0; k < next_dp && same_node; k++)
-				same_node = costmodel_template_group(t, r, s + 1, k)->node == node;
+			/* this stage's dp groups, then the next stage's */
+			for (int k = 1; k < dp + next_dp && same_node; k++)
+				same_node = g[k].node == g[0].node;
 		}
 		if (same_node) {
 			l->p2p_Bps = l->intra_Bps;
@@ -118,9 +142,12 @@ void cm_template_links(const struct costmodel *cm,
 			l->p2p_Bps = fmin(l->net_Bps, links[s + 1].net_Bps);
 			l->p2p_lat = NCCL_BASE_LAT_S + NCCL_NET_STEP_S;
 		}
+		off += dp;
 	}
-	if (nodes != nodes_small)
-		free(nodes);
+	if (seen != seen_small)
+		free(seen);
+	if (count != count_small)
+		free(count);
 }
 
 static double prof_time_s(const struct costmodel_layer_profile *p,
@@ -292,7 +319,7 @@ static int stage_cost(const struct costmodel *cm, const struct costmodel_stage *
 	}
 	if (links->p2p_Bps > 0) {
 		/* Activations forward, their gradients backward. */
-		double bytes = (double)sent / links->p2p_streams *
+		double bytes = (double)sent / links->p2p_streams / links->p2p_shards *
 			       cm->model.seq_len * cm->model.hidden * 2.0;
 		double one = bytes / links->p2p_Bps + links->p2p_lat;
 

@@ -283,17 +283,19 @@ static double attn_act_per_token(const struct synth_ctx *c)
 	const struct costmodel_model *md = c->model;
 	double h = c->h, tp = c->tp;
 
-	/* Korthikanti et al. with flash attention, no sequence parallelism:
-	 * 5h replicated (norm input, QKV input, dropout mask), and Q, K, V
-	 * and the output projection's input, split over the group. */
+	/* Korthikanti et al. with flash attention and sequence parallelism:
+	 * 5h (norm input, QKV input, dropout mask) sharded along the
+	 * sequence, and Q, K, V and the output projection's input split by
+	 * heads, all over the group.  MLA's compressed latents come from
+	 * replicated down-projections and stay replicated. */
 	if (model_is_mla(md)) {
 		double nh = md->heads, dn = md->head_dim, dv = md->head_dim;
 		double dr = mla_rope_dim(md);
 
-		return 5 * h + 2 * (md->q_lora_rank + md->kv_lora_rank + dr) +
+		return 5 * h / tp + 2 * (md->q_lora_rank + md->kv_lora_rank + dr) +
 		       2 * nh * (2 * (dn + dr) + 2 * dv) / tp;
 	}
-	return 5 * h + 4 * (c->hq + c->hkv) / tp;
+	return 5 * h / tp + 4 * (c->hq + c->hkv) / tp;
 }
 
 /* FFN activations per token: the up projection's output and the
@@ -312,7 +314,7 @@ static double ffn_act_per_token(const struct synth_ctx *c, double f)
 static double attn_selective_saving(const struct synth_ctx *c)
 {
 	const struct costmodel_model *md = c->model;
-	double saved = 2 * c->h + 2 * c->h + 2 * c->hq / c->tp;
+	double saved = (2 * c->h + 2 * c->h + 2 * c->hq) / c->tp;
 
 	if (model_is_mla(md))
 		saved += 2.0 * (md->q_lora_rank + md->kv_lora_rank);
@@ -329,12 +331,13 @@ static void describe_block(struct synth_layer *ly, const struct synth_ctx *c)
 	params += add_ffn(ly, c, md->ffn, true);
 	ly->bwd_allreduces = 2;
 	ly->bwd_allreduce_bytes = T * h * 2;
-	/* Korthikanti et al. (2205.05198), flash attention, no sequence
-	 * parallelism: s*b*h*(10 + 24/t); full recompute keeps the input. */
-	ly->act_bytes = T * h * (10 + 24 / c->tp);
+	/* Korthikanti et al. (2205.05198), flash attention and sequence
+	 * parallelism: s*b*h*34/t; full recompute keeps the input, sharded
+	 * along the sequence. */
+	ly->act_bytes = T * h * 34 / c->tp;
 	ly->act_bytes_recompute[COSTMODEL_RECOMPUTE_SELECTIVE] =
 		ly->act_bytes - T * attn_selective_saving(c);
-	ly->act_bytes_recompute[COSTMODEL_RECOMPUTE_FULL] = 2 * T * h;
+	ly->act_bytes_recompute[COSTMODEL_RECOMPUTE_FULL] = 2 * T * h / c->tp;
 	ly->full_recompute = true;
 	ly->param_bytes = 2 * params;
 }
@@ -359,13 +362,14 @@ static void describe_attn(struct synth_layer *ly, const struct synth_ctx *c)
 	ly->bwd_allreduces = fs > 0 ? 2 : 1;
 	ly->bwd_allreduce_bytes = T * h * 2;
 	/* Attention; then the MoE norm input, the router/expert input and a
-	 * dropout mask (5h); the FP32 router scores; the shared experts.
-	 * Full recomputation keeps the block's input. */
-	ly->act_bytes = T * (attn_act_per_token(c) + 5 * h + 4 * E +
+	 * dropout mask (5h, sharded along the sequence); the FP32 router
+	 * scores; the shared experts.  Full recomputation keeps the block's
+	 * input. */
+	ly->act_bytes = T * (attn_act_per_token(c) + 5 * h / c->tp + 4 * E +
 			     ffn_act_per_token(c, fs));
 	ly->act_bytes_recompute[COSTMODEL_RECOMPUTE_SELECTIVE] =
 		ly->act_bytes - T * attn_selective_saving(c);
-	ly->act_bytes_recompute[COSTMODEL_RECOMPUTE_FULL] = 2 * T * h;
+	ly->act_bytes_recompute[COSTMODEL_RECOMPUTE_FULL] = 2 * T * h / c->tp;
 	ly->full_recompute = true;
 	ly->param_bytes = 2 * params;
 }
@@ -441,9 +445,11 @@ static void describe_head(struct synth_layer *ly, const struct synth_ctx *c)
 	/* The column-parallel head's input gradient is summed backward. */
 	ly->bwd_allreduces = 1;
 	ly->bwd_allreduce_bytes = T * h * 2;
-	/* FP32 logits, twice for the loss gradient; the norm's and the
-	 * head's inputs. */
-	ly->act_bytes = T * V * 4 * 2 + T * h * 2 * 2;
+	/* The FP32 softmax the loss keeps for its gradient (Megatron-Core's
+	 * vocab-parallel cross-entropy takes the exponent in place on the
+	 * FP32 logits and saves that one buffer); the norm's and the head's
+	 * inputs. */
+	ly->act_bytes = T * V * 4 + T * h * 2 * 2;
 	ly->param_bytes = V * h * 2 + h * 2;
 }
 

@@ -117,16 +117,17 @@ static void test_llama_block_counts(void **state)
 	assert_near(ly.fwd_flops, 962072674304.0, 1e-12);
 
 	p = entry(&llama3_8b, &h100, 1, 1, COSTMODEL_LAYER_BLOCK);
-	/* s.b.h.(10 + 24/t) = 2048 x 4096 x 34 */
+	/* s.b.h.34/t = 2048 x 4096 x 34 at t = 1 */
 	assert_near(p.act_bytes, 285212672.0, 1e-12);
 	/* 2 bytes x (h(hq + 2hkv) + hq.h + 3h.f + two norms 2h) */
 	assert_near(p.param_bytes, 436224000.0, 1e-12);
 	assert_near(p.comm_ms, 0, 0);
 
-	/* At TP 4 and micro-batch 2: activations s.b.h.(10 + 6), weights
-	 * split but the norms replicated. */
+	/* At TP 4 and micro-batch 2: activations s.b.h.34/4 (sequence
+	 * parallelism shards the replicated part too), weights split but the
+	 * norms replicated. */
 	p = entry(&llama3_8b, &h100, 4, 2, COSTMODEL_LAYER_BLOCK);
-	assert_near(p.act_bytes, 2048.0 * 2 * 4096 * 16, 1e-12);
+	assert_near(p.act_bytes, 2048.0 * 2 * 4096 * 34 / 4, 1e-12);
 	assert_near(p.param_bytes,
 		    2 * ((h * (hq + 2 * hkv) + hq * h + 3 * h * f) / 4 + 2 * h),
 		    1e-12);
@@ -300,7 +301,8 @@ static void test_mfu_range(void **state)
 }
 
 /*
- * Recomputation: full keeps the block's input alone and re-runs the forward
+ * Recomputation: full keeps the block's input alone (sharded along the
+ * sequence over the TP group) and re-runs the forward
  * with its collectives; selective re-runs the two norms and the attention
  * core and frees their outputs; the attention core is its own part.
  */
@@ -317,11 +319,11 @@ static void test_recomputation(void **state)
 	/* 2 forward and 2 backward all-reduces */
 	assert_near(p.comm_ms, 4 * ar, 1e-9);
 	assert_near(p.fwd_comm_ms, 2 * ar, 1e-9);
-	assert_near(p.recompute_act_bytes[COSTMODEL_RECOMPUTE_FULL], 2 * T * h, 1e-12);
+	assert_near(p.recompute_act_bytes[COSTMODEL_RECOMPUTE_FULL], 2 * T * h / tp, 1e-12);
 	assert_near(p.recompute_ms[COSTMODEL_RECOMPUTE_FULL], p.fwd_ms + 2 * ar, 1e-9);
 	assert_near(p.recompute_act_bytes[COSTMODEL_RECOMPUTE_NONE], p.act_bytes, 0);
 	assert_near(p.recompute_act_bytes[COSTMODEL_RECOMPUTE_SELECTIVE],
-		    p.act_bytes - T * (4 * h + 2 * hq / tp), 1e-12);
+		    p.act_bytes - T * (4 * h + 2 * hq) / tp, 1e-12);
 
 	assert_int_equal(costmodel_synth_describe(&qwen3_64b, &h100, 2, 1,
 						  COSTMODEL_LAYER_BLOCK, &ly), 0);
@@ -401,7 +403,7 @@ static void test_deepseek_mla(void **state)
 	assert_near(p.param_bytes, 2 * (attn + h + 3 * h * 18432), 1e-12);
 }
 
-/* Embedding and head: vocab-parallel weights, FP32 logits kept twice. */
+/* Embedding and head: vocab-parallel weights, the FP32 softmax kept once. */
 static void test_embed_head(void **state)
 {
 	struct costmodel_layer_profile p;
@@ -415,7 +417,7 @@ static void test_embed_head(void **state)
 		    1e-9);
 	p = entry(&llama3_8b, &h100, 2, 1, COSTMODEL_LAYER_HEAD);
 	assert_near(p.param_bytes, V / 2 * h * 2 + 2 * h, 1e-12);
-	assert_near(p.act_bytes, T * V / 2 * 4 * 2 + T * h * 4, 1e-12);
+	assert_near(p.act_bytes, T * V / 2 * 4 + T * h * 4, 1e-12);
 	/* GPT-Neo's vocabulary splits unevenly: ceil(50257 / 4) rows */
 	p = entry(&gpt_neo, &h100, 4, 1, COSTMODEL_LAYER_EMBED);
 	assert_near(p.param_bytes, 12565.0 * 2560 * 2, 1e-12);
