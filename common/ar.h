@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <syslog.h>
 
 #include <jansson.h>
@@ -57,6 +58,8 @@ void ar_clearerr(void);
  * syslog after ar_log_open(..., true).  Priorities are syslog's.
  */
 void ar_log_open(const char *ident, bool use_syslog, int max_priority);
+/* Prefix stderr lines with the local time (a daemon in the foreground). */
+void ar_log_timestamps(bool on);
 void ar_log_close(void);
 void ar_log(int priority, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -72,11 +75,7 @@ int ar_log_level_parse(const char *name);	/* "debug" -> LOG_DEBUG; -1 if unknown
 int ar_hostlist_expand(const char *expr, char ***hostsp, size_t *np);
 void ar_hostlist_free(char **hosts);
 
-/*
- * ar_json_load_file() - parse the JSON file at @path; on failure returns
- * NULL and leaves "path:line:column: reason" in ar_errmsg().  The caller
- * owns the reference.
- */
+/* ar_json_load_file() - see ar_json_load_file_max() below. */
 json_t *ar_json_load_file(const char *path);
 
 /*
@@ -94,6 +93,113 @@ int ar_json_check_keys(const json_t *obj, const char *const *allowed,
  */
 int ar_file_write_atomic(const char *path, const void *buf, size_t len,
 			 int mode);
+
+/*
+ * ar_file_write_output() - a program's -o FILE: ar_file_write_atomic() on
+ * the file @path names.  An existing symlink is written through (its
+ * target is replaced, the link stays); anything but a regular file at
+ * the end (a FIFO, a device, a directory) is refused with -AR_EINVAL and
+ * a message, so that -o never replaces /dev/full or a pipe with a file.
+ */
+int ar_file_write_output(const char *path, const void *buf, size_t len,
+			 int mode);
+
+/* ---------------------------------------------------------------------
+ * The input validation layer (common/input.c, docs/limits.md).  Every
+ * parser of a file or a request reads through these: files are read with
+ * a bound and only when regular, integers are read as 64-bit and checked
+ * against a documented range before they are narrowed, numbers must be
+ * finite and in range, and products are checked for overflow.
+ * ------------------------------------------------------------------- */
+
+/* Size limits of the files Arachne reads (docs/limits.md). */
+#define AR_LIMIT_JSON_BYTES	(64UL << 20)	/* plans, clusters, state */
+#define AR_LIMIT_MIGRATION_BYTES (256UL << 20)	/* migration files */
+#define AR_LIMIT_INI_BYTES	(4UL << 20)	/* GPU, model, layer profiles */
+#define AR_LIMIT_CONF_BYTES	(1UL << 20)	/* plannerd.conf */
+#define AR_LIMIT_POLICY_BYTES	(64UL << 20)	/* policy weights */
+#define AR_LIMIT_HOSTS		65536		/* names one hostlist expands to */
+
+/*
+ * ar_file_open_regular() - open @path for reading, refusing without
+ * blocking anything that is not a regular file (a FIFO, a device, a
+ * directory) and a file larger than @max bytes.  Returns the descriptor
+ * or -errno / -AR_EINVAL with "PATH: reason" in ar_errmsg().  A missing
+ * file is -ENOENT.
+ */
+int ar_file_open_regular(const char *path, size_t max);
+
+/*
+ * ar_file_read() - the whole regular file @path, at most @max bytes, into
+ * a NUL-terminated buffer *@bufp (caller frees) of *@lenp bytes.
+ * Errors as ar_file_open_regular(); a file that grows past @max while it
+ * is read is refused too.
+ */
+int ar_file_read(const char *path, size_t max, char **bufp, size_t *lenp);
+
+/*
+ * ar_skip_bom() - a UTF-8 byte-order mark at the start of @buf is skipped
+ * (editors on other systems write one): the offset of the text proper.
+ */
+size_t ar_skip_bom(const char *buf, size_t len);
+
+/*
+ * ar_json_load_file() - parse the JSON file at @path (a regular file of
+ * at most AR_LIMIT_JSON_BYTES); on failure returns NULL and leaves
+ * "path:line:column: reason" in ar_errmsg().  The caller owns the
+ * reference.  ar_json_load_file_max() takes the limit.
+ */
+json_t *ar_json_load_file_max(const char *path, size_t max);
+
+/*
+ * JSON members.  @what names the object in messages ("plan: templates[0]").
+ * Absent optional members leave *@out unchanged and return 0; a value
+ * that is not an integer, or one outside [@min, @max], fails with
+ * -AR_EINVAL and a message giving the range.  The value is read as a
+ * 64-bit integer and checked before it is narrowed, so 2^32 + 1 is out
+ * of range, never 1.
+ */
+int ar_json_int64(const json_t *obj, const char *key, const char *what,
+		  int64_t min, int64_t max, bool required, int64_t *out);
+int ar_json_int(const json_t *obj, const char *key, const char *what,
+		int min, int max, bool required, int *out);
+/* The same for a value that is not a member (an array element). */
+int ar_json_int64_value(const json_t *v, const char *what, int64_t min,
+			int64_t max, int64_t *out);
+/* A finite number (integer or real) in [@min, @max]. */
+int ar_json_number(const json_t *obj, const char *key, const char *what,
+		   double min, double max, bool required, double *out);
+
+/*
+ * Text (INI values, plannerd.conf, the command line): the whole of @s
+ * must be a decimal integer (or a finite number) in [@min, @max].
+ * @what names the setting in messages.
+ */
+int ar_parse_int64(const char *s, const char *what, int64_t min,
+		   int64_t max, int64_t *out);
+int ar_parse_double(const char *s, const char *what, double min,
+		    double max, double *out);
+
+/* Overflow-checked arithmetic: false (and *@out untouched) on overflow. */
+static inline bool ar_mul_i64(int64_t a, int64_t b, int64_t *out)
+{
+	int64_t r;
+
+	if (__builtin_mul_overflow(a, b, &r))
+		return false;
+	*out = r;
+	return true;
+}
+
+static inline bool ar_add_i64(int64_t a, int64_t b, int64_t *out)
+{
+	int64_t r;
+
+	if (__builtin_add_overflow(a, b, &r))
+		return false;
+	*out = r;
+	return true;
+}
 
 /* ar_now() - monotonic time in seconds. */
 double ar_now(void);

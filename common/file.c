@@ -1,4 +1,7 @@
-/* file.c - JSON file loading with located errors, atomic file writes. */
+/*
+ * file.c - JSON file loading with located errors, atomic file writes, and
+ * the output files of -o options.
+ */
 #include "config.h"
 
 #include <errno.h>
@@ -12,17 +15,33 @@
 
 #include "ar.h"
 
-json_t *ar_json_load_file(const char *path)
+json_t *ar_json_load_file_max(const char *path, size_t max)
 {
 	json_error_t jerr;
-	json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	json_t *root;
+	size_t len, skip;
+	char *buf;
+	int rc;
 
+	rc = ar_file_read(path, max, &buf, &len);
+	if (rc < 0) {
+		errno = rc > -AR_EINVAL ? -rc : EINVAL;
+		return NULL;
+	}
+	skip = ar_skip_bom(buf, len);
+	root = json_loadb(buf + skip, len - skip, JSON_REJECT_DUPLICATES, &jerr);
+	free(buf);
 	if (!root) {
 		ar_seterr(-AR_EINVAL, "%s:%d:%d: %s", path, jerr.line,
 			  jerr.column, jerr.text);
 		errno = EINVAL;
 	}
 	return root;
+}
+
+json_t *ar_json_load_file(const char *path)
+{
+	return ar_json_load_file_max(path, AR_LIMIT_JSON_BYTES);
 }
 
 int ar_json_check_keys(const json_t *obj, const char *const *allowed,
@@ -108,5 +127,37 @@ out:
 		close(fd);
 	free(dircopy);
 	free(tmp);
+	return rc;
+}
+
+int ar_file_write_output(const char *path, const void *buf, size_t len,
+			 int mode)
+{
+	char *target = NULL;
+	struct stat sb;
+	int rc;
+
+	/* stat() follows links: what would be replaced is what counts. */
+	if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+		return ar_seterr(-AR_EINVAL, "%s: is %s; an output file must be a regular file (leave the option out to write to standard output)",
+				 path, S_ISDIR(sb.st_mode) ? "a directory" :
+				 S_ISFIFO(sb.st_mode) ? "a FIFO" :
+				 S_ISCHR(sb.st_mode) ? "a character device" :
+				 S_ISBLK(sb.st_mode) ? "a block device" :
+				 S_ISSOCK(sb.st_mode) ? "a socket" :
+				 "not a regular file");
+	if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode)) {
+		/* Replace the link's target, not the link. */
+		target = realpath(path, NULL);
+		if (!target) {
+			rc = -errno;
+			return ar_seterr(rc, "%s: a symbolic link whose target cannot be resolved: %s",
+					 path, strerror(-rc));
+		}
+	}
+	rc = ar_file_write_atomic(target ? target : path, buf, len, mode);
+	if (rc < 0)
+		ar_seterr(rc, "%s: %s", target ? target : path, strerror(-rc));
+	free(target);
 	return rc;
 }

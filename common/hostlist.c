@@ -13,7 +13,7 @@
 
 #include "ar.h"
 
-#define HOSTLIST_MAX 1000000	/* a bound on what one expression may name */
+#define HOSTLIST_MAX AR_LIMIT_HOSTS	/* what one expression may name */
 #define HOSTLIST_DIGITS 9	/* host numbers stay far from ULONG_MAX */
 
 struct names {
@@ -64,8 +64,11 @@ static int expand_ranges(struct names *nm, const char *item, size_t len,
 				goto bad;
 			p = end;
 		}
-		if (hi < lo || hi - lo > HOSTLIST_MAX || nm->n + (hi - lo) > HOSTLIST_MAX)
-			goto bad;
+		/* Counted before a name is made: "n[0000000-0999999]" is
+		 * refused at once, not after a million names. */
+		if (hi < lo || hi - lo >= HOSTLIST_MAX ||
+		    nm->n + (hi - lo) >= HOSTLIST_MAX)
+			goto too_many;
 		if (p < rb && *p++ != ',')
 			goto bad;
 		for (unsigned long i = lo; i <= hi; i++) {
@@ -86,6 +89,9 @@ static int expand_ranges(struct names *nm, const char *item, size_t len,
 bad:
 	return ar_seterr(-AR_EINVAL, "hostlist \"%s\": bad range in \"%.*s\"",
 			 expr, (int)len, item);
+too_many:
+	return ar_seterr(-AR_EINVAL, "hostlist \"%s\": \"%.*s\" names more than %d hosts",
+			 expr, (int)len, item, HOSTLIST_MAX);
 }
 
 int ar_hostlist_expand(const char *expr, char ***hostsp, size_t *np)
@@ -123,6 +129,9 @@ int ar_hostlist_expand(const char *expr, char ***hostsp, size_t *np)
 			goto bad;
 		if (lb)
 			rc = expand_ranges(&nm, item, p - item, lb, rb, expr);
+		else if (nm.n >= HOSTLIST_MAX)
+			rc = ar_seterr(-AR_EINVAL, "hostlist \"%.64s...\" names more than %d hosts",
+				       expr, HOSTLIST_MAX);
 		else
 			rc = names_add(&nm, item, p - item);
 		if (rc < 0)

@@ -130,7 +130,7 @@ static int write_profile(const struct profile_args *a,
 	if (fclose(mem) != 0 && rc == 0)
 		rc = ar_seterr(-EIO, "%s: %s", path, strerror(errno));
 	if (rc == 0) {
-		rc = ar_file_write_atomic(path, buf, len, 0644);
+		rc = ar_file_write_output(path, buf, len, 0644);
 		if (rc < 0 && !*ar_errmsg())
 			ar_seterr(rc, "%s: %s", path, ar_strerror(rc));
 	}

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +10,9 @@
 #define AR_INTERNAL
 #include "costmodel_private.h"
 
-#define CLUSTER_MAX_NODES 65536
+#define CLUSTER_MAX_NODES AR_LIMIT_HOSTS	/* docs/limits.md */
+#define CLUSTER_MIN_GBPS 0.1
+#define CLUSTER_MAX_GBPS 1e5
 
 void costmodel_cluster_free(struct costmodel_cluster *cl)
 {
@@ -18,6 +21,7 @@ void costmodel_cluster_free(struct costmodel_cluster *cl)
 	for (size_t i = 0; i < cl->nnodes; i++)
 		free(cl->nodes[i].name);
 	free(cl->nodes);
+	free(cl->by_name);
 	free(cl->name);
 	free(cl);
 }
@@ -49,40 +53,28 @@ static int add_node(struct costmodel_cluster *cl, size_t *cap, const char *name,
 	return 0;
 }
 
-/* A positive integer member @key of @obj, or an error naming @what. */
-static int json_posint(const json_t *obj, const char *key, const char *what,
-		       long max, long *out)
+static int by_name_cmp(const void *a, const void *b, void *arg)
 {
-	json_t *v = json_object_get(obj, key);
+	const struct costmodel_cluster *cl = arg;
 
-	if (!v)
-		return ar_seterr(-AR_EINVAL, "%s: \"%s\" is missing", what, key);
-	if (!json_is_integer(v))
-		return ar_seterr(-AR_EINVAL, "%s: \"%s\" must be an integer",
-				 what, key);
-	*out = (long)json_integer_value(v);
-	if (*out <= 0)
-		return ar_seterr(-AR_EINVAL, "%s: \"%s\" must be positive, not %ld",
-				 what, key, *out);
-	if (*out > max)
-		return ar_seterr(-AR_EINVAL, "%s: \"%s\" = %ld is larger than %ld",
-				 what, key, *out, max);
-	return 0;
+	return strcmp(cl->nodes[*(const int *)a].name,
+		      cl->nodes[*(const int *)b].name);
 }
 
-/* A positive number member @key of @obj, if present, into *@out. */
-static int json_posnum(const json_t *obj, const char *key, const char *what,
-		       double max, double *out)
+/* Sort the node names for lookups; a name given twice is an error. */
+static int index_names(struct costmodel_cluster *cl)
 {
-	json_t *v = json_object_get(obj, key);
-
-	if (!v)
-		return 0;
-	if (!json_is_number(v) || !(json_number_value(v) > 0) ||
-	    json_number_value(v) > max)
-		return ar_seterr(-AR_EINVAL, "%s: \"%s\" must be a positive number up to %g",
-				 what, key, max);
-	*out = json_number_value(v);
+	cl->by_name = malloc((cl->nnodes ? cl->nnodes : 1) * sizeof(int));
+	if (!cl->by_name)
+		return -ENOMEM;
+	for (size_t i = 0; i < cl->nnodes; i++)
+		cl->by_name[i] = (int)i;
+	qsort_r(cl->by_name, cl->nnodes, sizeof(int), by_name_cmp, cl);
+	for (size_t i = 1; i < cl->nnodes; i++)
+		if (strcmp(cl->nodes[cl->by_name[i - 1]].name,
+			   cl->nodes[cl->by_name[i]].name) == 0)
+			return ar_seterr(-AR_EINVAL, "cluster: host \"%s\" appears twice",
+					 cl->nodes[cl->by_name[i]].name);
 	return 0;
 }
 
@@ -94,18 +86,14 @@ static int parse_links(const json_t *entry, const char *what,
 	int rc;
 
 	memset(links, 0, sizeof(*links));
-	if ((rc = json_posnum(entry, "nic_gbps", what, 1e6, &links->nic_gbps)) < 0 ||
-	    (rc = json_posnum(entry, "intra_node_GBps", what, 1e5,
-			      &links->intra_node_GBps)) < 0)
+	/* nic_gbps: the range of inter_node_gbps */
+	if ((rc = ar_json_number(entry, "nic_gbps", what, CLUSTER_MIN_GBPS,
+				 CLUSTER_MAX_GBPS, false, &links->nic_gbps)) < 0 ||
+	    (rc = ar_json_number(entry, "intra_node_GBps", what, 1, 1e4, false,
+				 &links->intra_node_GBps)) < 0 ||
+	    (rc = ar_json_int(entry, "nics", what, 1, 64, false,
+			      &links->nics)) < 0)
 		return rc;
-	v = json_object_get(entry, "nics");
-	if (v) {
-		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-		    json_integer_value(v) > 64)
-			return ar_seterr(-AR_EINVAL, "%s: \"nics\" must be an integer from 1 to 64",
-					 what);
-		links->nics = (int)json_integer_value(v);
-	}
 	v = json_object_get(entry, "intra_node");
 	if (v) {
 		if (links->intra_node_GBps > 0)
@@ -154,14 +142,11 @@ int costmodel_cluster_from_json(const struct costmodel *cm, const json_t *root,
 		rc = -ENOMEM;
 		goto err;
 	}
-	v = json_object_get(root, "inter_node_gbps");
-	if (v) {
-		if (!json_is_number(v) || json_number_value(v) <= 0) {
-			rc = ar_seterr(-AR_EINVAL, "cluster: \"inter_node_gbps\" must be a positive number");
-			goto err;
-		}
-		cl->inter_node_gbps = json_number_value(v);
-	}
+	/* The range GPU profiles' network_gbps has: a link, not a rounding. */
+	rc = ar_json_number(root, "inter_node_gbps", "cluster", CLUSTER_MIN_GBPS,
+			    CLUSTER_MAX_GBPS, false, &cl->inter_node_gbps);
+	if (rc < 0)
+		goto err;
 	nodes = json_object_get(root, "nodes");
 	if (!json_is_array(nodes) || json_array_size(nodes) == 0) {
 		rc = ar_seterr(-AR_EINVAL, "cluster: \"nodes\" must be a non-empty array");
@@ -170,7 +155,7 @@ int costmodel_cluster_from_json(const struct costmodel *cm, const json_t *root,
 	json_array_foreach(nodes, i, entry) {
 		char what[64];
 		const char *gpu_name;
-		long per_node, count;
+		int64_t per_node, count;
 		struct node_links links;
 		int gpu;
 
@@ -194,8 +179,8 @@ int costmodel_cluster_from_json(const struct costmodel *cm, const json_t *root,
 				       what, gpu_name, cm->profiles_dir, gpu_name);
 			goto err;
 		}
-		if ((rc = json_posint(entry, "gpus_per_node", what,
-				      COSTMODEL_MAX_NODE_GPUS, &per_node)) < 0)
+		if ((rc = ar_json_int64(entry, "gpus_per_node", what, 1,
+					COSTMODEL_MAX_NODE_GPUS, true, &per_node)) < 0)
 			goto err;
 		if ((rc = parse_links(entry, what, &links)) < 0)
 			goto err;
@@ -219,32 +204,29 @@ int costmodel_cluster_from_json(const struct costmodel *cm, const json_t *root,
 				ar_seterr(rc, "%s: %s", what, ar_errmsg());
 				goto err;
 			}
-			for (size_t h = 0; h < nhosts && rc == 0; h++) {
-				if (costmodel_cluster_node_find(cl, hosts[h]) >= 0)
-					rc = ar_seterr(-AR_EINVAL, "%s: host \"%s\" appears twice",
-						       what, hosts[h]);
-				else
-					rc = add_node(cl, &cap, hosts[h], gpu,
-						      (int)per_node, &links);
-			}
+			for (size_t h = 0; h < nhosts && rc == 0; h++)
+				rc = add_node(cl, &cap, hosts[h], gpu,
+					      (int)per_node, &links);
 			ar_hostlist_free(hosts);
 			if (rc < 0)
 				goto err;
 			continue;
 		}
-		if ((rc = json_posint(entry, "count", what, CLUSTER_MAX_NODES,
-				      &count)) < 0)
+		if ((rc = ar_json_int64(entry, "count", what, 1, CLUSTER_MAX_NODES,
+					true, &count)) < 0)
 			goto err;
-		for (long c = 0; c < count; c++) {
+		for (int64_t c = 0; c < count; c++) {
 			char name[96];
 
 			/* Anonymous nodes: entry index keeps names unique. */
-			snprintf(name, sizeof(name), "%s-%zu-%04ld", gpu_name, i, c);
+			snprintf(name, sizeof(name), "%s-%zu-%04" PRId64, gpu_name, i, c);
 			if ((rc = add_node(cl, &cap, name, gpu, (int)per_node,
 					   &links)) < 0)
 				goto err;
 		}
 	}
+	if ((rc = index_names(cl)) < 0)
+		goto err;
 	*clp = cl;
 	return 0;
 err:
@@ -317,6 +299,22 @@ int costmodel_cluster_total_gpus(const struct costmodel_cluster *cl)
 int costmodel_cluster_node_find(const struct costmodel_cluster *cl,
 				const char *name)
 {
+	if (cl->by_name) {
+		size_t lo = 0, hi = cl->nnodes;
+
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			int c = strcmp(cl->nodes[cl->by_name[mid]].name, name);
+
+			if (c == 0)
+				return cl->by_name[mid];
+			if (c < 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		return -1;
+	}
 	for (size_t i = 0; i < cl->nnodes; i++)
 		if (strcmp(cl->nodes[i].name, name) == 0)
 			return (int)i;

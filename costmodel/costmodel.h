@@ -36,6 +36,7 @@ extern "C" {
 #define COSTMODEL_MAX_MBS	16	/* largest micro-batch size profiled */
 #define COSTMODEL_NUM_MBS	5	/* micro-batch sizes 1, 2, 4, 8, 16 */
 #define COSTMODEL_MAX_NODE_GPUS	16	/* GPUs one node may have */
+#define COSTMODEL_MAX_STAGE_DP	4096	/* TP groups of one stage in one replica */
 #define COSTMODEL_NAME_MAX	32
 
 /* ---------------------------------------------------------------------
@@ -216,6 +217,9 @@ struct costmodel_cluster {
 	size_t nnodes;
 	/* > 0: the network of every node whose group gives no nic_gbps */
 	double inter_node_gbps;
+	/* Node indices sorted by name, for costmodel_cluster_node_find();
+	 * set by costmodel_cluster_from_json(), NULL: found by a scan. */
+	int *by_name;
 };
 
 /*
@@ -310,6 +314,9 @@ struct costmodel_prediction {
 	double pipeline_s;		/* slowest pipeline's 1F1B time */
 	double sync_s;			/* gradient reduction the backward does not hide */
 	double step_s;			/* optimizer step and unhidden parameter gather */
+	/* the GPUs the plan uses at their profiles' price_per_hour */
+	double usd_per_hour;
+	double usd_per_sample;
 };
 
 struct costmodel_plan {
@@ -328,6 +335,11 @@ struct costmodel_plan {
 	char planner[COSTMODEL_NAME_MAX];
 	double planning_s;
 	long plans_priced;
+	long states_explored;		/* points of its search space it looked at */
+	char steering[COSTMODEL_NAME_MAX]; /* a baseline's: "published", "shared" */
+	char objective[COSTMODEL_NAME_MAX]; /* "throughput", "cost"; "" unset */
+	/* a baseline's own estimate of the plan it chose (published steering) */
+	double planner_estimate_samples_per_s;
 	bool search_complete;
 };
 
@@ -408,6 +420,14 @@ int costmodel_pool_copy(struct costmodel_pool *dst,
 			const struct costmodel_pool *src);
 /* Largest number of free GPUs of @type in one node. */
 int costmodel_pool_largest_free(const struct costmodel_pool *pool, int type);
+/*
+ * costmodel_pool_take() - take @t GPUs of type @gpu from @pool into group
+ * @g, best fit: the node of that type with the fewest free GPUs that
+ * still has @t.  -AR_EINFEASIBLE (nothing taken) when no node has.
+ */
+int costmodel_pool_take(const struct costmodel_cluster *cl,
+			struct costmodel_pool *pool, int gpu, int t,
+			struct costmodel_group *g);
 
 /* Options of the fill; zeroed means the defaults. */
 struct costmodel_fill_opts {
@@ -419,6 +439,13 @@ struct costmodel_fill_opts {
 	 * 1 << COSTMODEL_RECOMPUTE_*; 0: every mode */
 	unsigned recompute_modes;
 	bool no_distributed_optimizer;	/* replicate the optimizer state */
+	/*
+	 * Pack and place the template only: its stages get ETP = TP, EP = 1
+	 * and no layers, nothing is split, tiled or priced, and memory is not
+	 * checked.  For planners that split and choose with their own model
+	 * and have only their final plan priced (docs/baselines.md).
+	 */
+	bool place_only;
 };
 
 /*

@@ -2,6 +2,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,6 +158,39 @@ int costmodel_plan_total_gpus(const struct costmodel_plan *plan)
 
 /* ------------------------------------------------------------------ */
 
+/*
+ * Micro-batches a plan gives (all templates non-zero; zero means the
+ * pricing distributes the batch) must cover the global batch, and may
+ * exceed it by less than one micro-batch per pipeline: the most the
+ * pricing's own distribution ever adds.  Anything more is work the
+ * iteration does for no sample.
+ */
+static int check_micro_batches(const struct costmodel_plan *plan)
+{
+	int64_t have = 0, pipelines = 0, need;
+	bool all_one = true;
+
+	for (int i = 0; i < plan->ntemplates; i++) {
+		const struct costmodel_template *t = &plan->templates[i];
+
+		if (t->micro_batches == 0)
+			return 0;
+		have += (int64_t)t->replicas * t->micro_batches;
+		pipelines += t->replicas;
+		all_one = all_one && t->micro_batches == 1;
+	}
+	need = ((int64_t)plan->global_batch + plan->micro_batch - 1) /
+	       plan->micro_batch;
+	if (have < need)
+		return ar_seterr(-AR_EINVAL, "plan: the templates' micro_batches cover %" PRId64 " samples of the global batch of %d",
+				 have * plan->micro_batch, plan->global_batch);
+	if (!all_one && have >= need + pipelines)
+		return ar_seterr(-AR_EINVAL, "plan: the templates' micro_batches give %" PRId64 " micro-batches of %d samples for a global batch of %d (at most %" PRId64 ")",
+				 have, plan->micro_batch, plan->global_batch,
+				 need + pipelines - 1);
+	return 0;
+}
+
 int costmodel_plan_check(const struct costmodel *cm,
 			 const struct costmodel_cluster *cl,
 			 const struct costmodel_plan *plan)
@@ -163,9 +198,17 @@ int costmodel_plan_check(const struct costmodel *cm,
 	uint16_t *used;
 	int rc = 0;
 
-	if (cm_log2(plan->micro_batch) < 0 || plan->micro_batch > COSTMODEL_MAX_MBS)
+	/* A stage with dp groups gives each micro_batch / dp samples. */
+	int most_dp = 1;
+
+	for (int i = 0; i < plan->ntemplates; i++)
+		for (int s = 0; s < plan->templates[i].nstages && s < COSTMODEL_MAX_DEPTH; s++)
+			if (costmodel_stage_dp(&plan->templates[i].stages[s]) > most_dp)
+				most_dp = costmodel_stage_dp(&plan->templates[i].stages[s]);
+	if (plan->micro_batch < 1 || (plan->micro_batch & (plan->micro_batch - 1)) ||
+	    plan->micro_batch > COSTMODEL_MAX_MBS * most_dp)
 		return ar_seterr(-AR_EINVAL, "plan: micro_batch %d is not a power of two up to %d",
-				 plan->micro_batch, COSTMODEL_MAX_MBS);
+				 plan->micro_batch, COSTMODEL_MAX_MBS * most_dp);
 	if (plan->global_batch < 1 || plan->seq_len < 1)
 		return ar_seterr(-AR_EINVAL, "plan: global_batch and seq_len must be positive");
 	if (plan->seq_len != cm->model.seq_len)
@@ -195,7 +238,7 @@ int costmodel_plan_check(const struct costmodel *cm,
 		}
 		for (int s = 0; s < t->nstages && rc == 0; s++) {
 			const struct costmodel_stage *st = &t->stages[s];
-			int w = st->tp * costmodel_stage_dp(st) * t->replicas;
+			int64_t w = (int64_t)st->tp * costmodel_stage_dp(st) * t->replicas;
 
 			if (st->gpu < 0 || st->gpu >= cm->ngpus)
 				rc = ar_seterr(-AR_EINVAL, "template %d stage %d: bad GPU type",
@@ -208,13 +251,14 @@ int costmodel_plan_check(const struct costmodel *cm,
 				rc = ar_seterr(-AR_EINVAL, "template %d stage %d: layers [%d, %d] do not continue the pipeline at layer %d",
 					       i, s, st->first_layer, st->last_layer, next);
 			else if (st->ep < 1 || st->etp < 1 || st->edp < 1 ||
-				 st->ep * st->etp * st->edp != w)
-				rc = ar_seterr(-AR_EINVAL, "template %d stage %d: ep*etp*edp = %d*%d*%d is not tp*dp*replicas = %d",
+				 (int64_t)st->ep * st->etp * st->edp != w)
+				rc = ar_seterr(-AR_EINVAL, "template %d stage %d: ep*etp*edp = %d*%d*%d is not tp*dp*replicas = %" PRId64,
 					       i, s, st->ep, st->etp, st->edp, w);
-			else if (st->dp < 0 || st->dp > COSTMODEL_MAX_MBS ||
-				 plan->micro_batch % costmodel_stage_dp(st))
-				rc = ar_seterr(-AR_EINVAL, "template %d stage %d: dp %d does not divide the micro-batch of %d",
-					       i, s, st->dp, plan->micro_batch);
+			else if (st->dp < 0 || st->dp > COSTMODEL_MAX_STAGE_DP ||
+				 plan->micro_batch % costmodel_stage_dp(st) ||
+				 plan->micro_batch / costmodel_stage_dp(st) > COSTMODEL_MAX_MBS)
+				rc = ar_seterr(-AR_EINVAL, "template %d stage %d: dp %d does not share the micro-batch of %d into groups of 1 to %d samples",
+					       i, s, st->dp, plan->micro_batch, COSTMODEL_MAX_MBS);
 			else if (st->etp > st->tp || st->tp % st->etp)
 				rc = ar_seterr(-AR_EINVAL, "template %d stage %d: etp %d must divide tp %d",
 					       i, s, st->etp, st->tp);
@@ -265,6 +309,8 @@ int costmodel_plan_check(const struct costmodel *cm,
 		}
 	}
 	free(used);
+	if (rc == 0)
+		rc = check_micro_batches(plan);
 	return rc;
 }
 
@@ -293,7 +339,7 @@ json_t *costmodel_plan_to_json(const struct costmodel *cm,
 			       const struct costmodel_cluster *cl,
 			       const struct costmodel_plan *plan)
 {
-	json_t *root, *templates, *unused;
+	json_t *root, *templates, *unused, *planner;
 	uint16_t *used;
 
 	used = calloc(cl->nnodes ? cl->nnodes : 1, sizeof(*used));
@@ -364,41 +410,46 @@ json_t *costmodel_plan_to_json(const struct costmodel *cm,
 	free(used);
 	json_object_set_new(root, "templates", templates);
 	json_object_set_new(root, "unused", unused);
-	json_object_set_new(root, "predicted", json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}",
+	json_object_set_new(root, "predicted", json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
 		"pipeline_s", rounded(plan->predicted.pipeline_s, 6),
 		"sync_s", rounded(plan->predicted.sync_s, 6),
 		"step_s", rounded(plan->predicted.step_s, 6),
 		"iter_s", rounded(plan->predicted.iter_s, 6),
 		"iters_per_s", rounded(plan->predicted.iters_per_s, 6),
-		"samples_per_s", rounded(plan->predicted.samples_per_s, 4)));
-	json_object_set_new(root, "planner", json_pack("{s:s, s:f, s:I, s:b}",
+		"samples_per_s", rounded(plan->predicted.samples_per_s, 4),
+		"usd_per_hour", rounded(plan->predicted.usd_per_hour, 4),
+		"usd_per_sample", plan->predicted.usd_per_sample));
+	planner = json_pack("{s:s, s:f, s:I, s:I, s:b}",
 		"name", plan->planner[0] ? plan->planner : "manual",
 		"planning_s", rounded(plan->planning_s, 4),
 		"plans_priced", (json_int_t)plan->plans_priced,
-		"search_complete", plan->search_complete));
+		"states_explored", (json_int_t)plan->states_explored,
+		"search_complete", plan->search_complete);
+	if (plan->steering[0])
+		json_object_set_new(planner, "steering", json_string(plan->steering));
+	if (plan->objective[0])
+		json_object_set_new(planner, "objective", json_string(plan->objective));
+	if (plan->planner_estimate_samples_per_s > 0)
+		json_object_set_new(planner, "estimated_samples_per_s",
+			json_real(rounded(plan->planner_estimate_samples_per_s, 4)));
+	json_object_set_new(root, "planner", planner);
 	return root;
 }
 
 /* ------------------------------------------------------------------ */
 
-static int get_int(const json_t *obj, const char *key, const char *what,
-		   bool required, int *out)
-{
-	json_t *v = json_object_get(obj, key);
-
-	if (!v) {
-		if (required)
-			return ar_seterr(-AR_EINVAL, "%s: \"%s\" is missing",
-					 what, key);
-		return 0;
-	}
-	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-	    json_integer_value(v) > 1 << 30)
-		return ar_seterr(-AR_EINVAL, "%s: \"%s\" must be a non-negative integer",
-				 what, key);
-	*out = (int)json_integer_value(v);
-	return 0;
-}
+/*
+ * Bounds of a plan's integers (docs/limits.md).  Structural rules (powers
+ * of two, layers that continue the pipeline, every GPU once) are
+ * costmodel_plan_check()'s; these keep every later product far from
+ * overflow: replicas <= GPUs of the cluster <= 2^20, ep <= 4096,
+ * etp <= 8, dp <= 16, edp <= 2^27.
+ */
+#define PLAN_MAX_EP		4096
+#define PLAN_MAX_REPLICAS	(1 << 20)
+#define PLAN_MAX_BATCH		(1 << 24)
+#define PLAN_MAX_SEQ		(1 << 20)
+#define PLAN_MAX_EDP		(PLAN_MAX_REPLICAS * COSTMODEL_MAX_TP * COSTMODEL_MAX_MBS)
 
 /* An optional boolean member of the plan. */
 static int get_bool(const json_t *obj, const char *key, bool *out)
@@ -414,11 +465,14 @@ static int get_bool(const json_t *obj, const char *key, bool *out)
 }
 
 static int parse_stage(const struct costmodel *cm, const json_t *js,
-		       const char *what, struct costmodel_stage *st)
+		       const char *what, int replicas,
+		       struct costmodel_stage *st)
 {
 	static const char *const keys[] = {
 		"gpu", "tp", "layers", "ep", "etp", "edp", "dp", "peak_mem_gib", NULL
 	};
+	char name[192];
+	int64_t layer;
 	json_t *v;
 	int rc;
 
@@ -430,27 +484,44 @@ static int parse_stage(const struct costmodel *cm, const json_t *js,
 	if (!json_is_string(v) || (st->gpu = costmodel_gpu_find(cm, json_string_value(v))) < 0)
 		return ar_seterr(-AR_EINVAL, "%s: \"gpu\" must name a known GPU profile",
 				 what);
-	if ((rc = get_int(js, "tp", what, true, &st->tp)) < 0)
+	if ((rc = ar_json_int(js, "tp", what, 1, COSTMODEL_MAX_TP, true, &st->tp)) < 0)
 		return rc;
 	v = json_object_get(js, "layers");
-	if (!json_is_array(v) || json_array_size(v) != 2 ||
-	    !json_is_integer(json_array_get(v, 0)) ||
-	    !json_is_integer(json_array_get(v, 1)))
+	if (!json_is_array(v) || json_array_size(v) != 2)
 		return ar_seterr(-AR_EINVAL, "%s: \"layers\" must be [first, last]",
 				 what);
-	st->first_layer = (int)json_integer_value(json_array_get(v, 0));
-	st->last_layer = (int)json_integer_value(json_array_get(v, 1));
-	st->ep = st->etp = 1;
-	st->edp = 0;		/* 0: default to the whole stage, set below */
-	st->dp = 1;
-	if ((rc = get_int(js, "ep", what, false, &st->ep)) < 0 ||
-	    (rc = get_int(js, "etp", what, false, &st->etp)) < 0 ||
-	    (rc = get_int(js, "edp", what, false, &st->edp)) < 0 ||
-	    (rc = get_int(js, "dp", what, false, &st->dp)) < 0)
+	snprintf(name, sizeof(name), "%s: \"layers\"[0]", what);
+	if ((rc = ar_json_int64_value(json_array_get(v, 0), name, 0,
+				      cm->nlayers - 1, &layer)) < 0)
 		return rc;
-	if (st->dp < 1 || st->dp > COSTMODEL_MAX_MBS)
-		return ar_seterr(-AR_EINVAL, "%s: \"dp\" must be 1 to %d",
-				 what, COSTMODEL_MAX_MBS);
+	st->first_layer = (int)layer;
+	snprintf(name, sizeof(name), "%s: \"layers\"[1]", what);
+	if ((rc = ar_json_int64_value(json_array_get(v, 1), name, 0,
+				      cm->nlayers - 1, &layer)) < 0)
+		return rc;
+	st->last_layer = (int)layer;
+	st->ep = st->etp = 1;
+	st->edp = 0;		/* 0: the whole stage, set below */
+	st->dp = 1;
+	if ((rc = ar_json_int(js, "ep", what, 1, PLAN_MAX_EP, false, &st->ep)) < 0 ||
+	    (rc = ar_json_int(js, "etp", what, 1, COSTMODEL_MAX_TP, false, &st->etp)) < 0 ||
+	    (rc = ar_json_int(js, "edp", what, 1, PLAN_MAX_EDP, false, &st->edp)) < 0 ||
+	    (rc = ar_json_int(js, "dp", what, 1, COSTMODEL_MAX_STAGE_DP, false, &st->dp)) < 0)
+		return rc;
+	v = json_object_get(js, "peak_mem_gib");
+	if (v && (!json_is_number(v) || json_number_value(v) < 0))
+		return ar_seterr(-AR_EINVAL, "%s: \"peak_mem_gib\" must be a non-negative number",
+				 what);
+	if (st->edp == 0) {
+		/* The stage's GPUs not spent on EP x ETP; bounded above. */
+		int64_t gpus = (int64_t)st->tp * st->dp * replicas;
+		int64_t ep_etp = (int64_t)st->ep * st->etp;
+
+		if (gpus % ep_etp)
+			return ar_seterr(-AR_EINVAL, "%s: ep*etp = %d*%d does not divide the stage's %" PRId64 " GPUs (tp*dp*replicas)",
+					 what, st->ep, st->etp, gpus);
+		st->edp = (int)(gpus / ep_etp);
+	}
 	return 0;
 }
 
@@ -490,6 +561,8 @@ static int parse_template(const struct costmodel *cm,
 			  const struct costmodel_cluster *cl, const json_t *jt,
 			  int i, struct costmodel_template *t)
 {
+	/* Every replica takes a GPU at least. */
+	int max_replicas = costmodel_cluster_total_gpus(cl);
 	static const char *const keys[] = {
 		"replicas", "micro_batches", "stages", "placement", NULL
 	};
@@ -502,11 +575,11 @@ static int parse_template(const struct costmodel *cm,
 	if (!json_is_object(jt))
 		return ar_seterr(-AR_EINVAL, "%s: not an object", what);
 	if ((rc = ar_json_check_keys(jt, keys, what)) < 0 ||
-	    (rc = get_int(jt, "replicas", what, true, &t->replicas)) < 0 ||
-	    (rc = get_int(jt, "micro_batches", what, false, &t->micro_batches)) < 0)
+	    (rc = ar_json_int(jt, "replicas", what, 1, max_replicas, true,
+			      &t->replicas)) < 0 ||
+	    (rc = ar_json_int(jt, "micro_batches", what, 0, PLAN_MAX_BATCH, false,
+			      &t->micro_batches)) < 0)
 		return rc;
-	if (t->replicas < 1 || t->replicas > 1 << 16)
-		return ar_seterr(-AR_EINVAL, "%s: \"replicas\" must be positive", what);
 	stages = json_object_get(jt, "stages");
 	if (!json_is_array(stages) || json_array_size(stages) < 1 ||
 	    json_array_size(stages) > COSTMODEL_MAX_DEPTH)
@@ -517,11 +590,8 @@ static int parse_template(const struct costmodel *cm,
 		char swhat[160];
 
 		snprintf(swhat, sizeof(swhat), "%s.stages[%zu]", what, s);
-		if ((rc = parse_stage(cm, e, swhat, &t->stages[s])) < 0)
+		if ((rc = parse_stage(cm, e, swhat, t->replicas, &t->stages[s])) < 0)
 			return rc;
-		if (t->stages[s].edp == 0)
-			t->stages[s].edp = t->stages[s].tp * t->stages[s].dp *
-				t->replicas / (t->stages[s].ep * t->stages[s].etp);
 	}
 	placement = json_object_get(jt, "placement");
 	if (!json_is_array(placement) ||
@@ -546,8 +616,7 @@ static int parse_template(const struct costmodel *cm,
 				snprintf(gwhat, sizeof(gwhat), "%s.placement[%zu][%zu]",
 					 what, r, slot);
 				rc = parse_group(cl, json_array_get(row, slot),
-						 st->tp > 0 && st->tp <= COSTMODEL_MAX_TP ?
-						 st->tp : 1, gwhat,
+						 st->tp, gwhat,
 						 costmodel_template_group(t, (int)r, (int)s, k));
 				if (rc < 0)
 					return rc;
@@ -576,7 +645,8 @@ int costmodel_plan_from_json(const struct costmodel *cm,
 	if (!json_is_object(root))
 		return ar_seterr(-AR_EINVAL, "plan: not a JSON object");
 	if ((rc = ar_json_check_keys(root, keys, "plan")) < 0 ||
-	    (rc = get_int(root, "arachne_plan", "plan", true, &version)) < 0)
+	    (rc = ar_json_int(root, "arachne_plan", "plan", 0, INT_MAX, true,
+			      &version)) < 0)
 		return rc;
 	if (version != PLAN_FORMAT_VERSION)
 		return ar_seterr(-AR_EINVAL, "plan: format version %d, this build reads %d",
@@ -588,9 +658,12 @@ int costmodel_plan_from_json(const struct costmodel *cm,
 	plan = costmodel_plan_create(cm);
 	if (!plan)
 		return -ENOMEM;
-	if ((rc = get_int(root, "global_batch", "plan", false, &plan->global_batch)) < 0 ||
-	    (rc = get_int(root, "seq_len", "plan", false, &plan->seq_len)) < 0 ||
-	    (rc = get_int(root, "micro_batch", "plan", true, &plan->micro_batch)) < 0)
+	if ((rc = ar_json_int(root, "global_batch", "plan", 1, PLAN_MAX_BATCH, false,
+			      &plan->global_batch)) < 0 ||
+	    (rc = ar_json_int(root, "seq_len", "plan", 1, PLAN_MAX_SEQ, false,
+			      &plan->seq_len)) < 0 ||
+	    (rc = ar_json_int(root, "micro_batch", "plan", 1, COSTMODEL_MAX_MBS, true,
+			      &plan->micro_batch)) < 0)
 		goto err;
 	v = json_object_get(root, "recompute");
 	if (v && (!json_is_string(v) ||
@@ -604,8 +677,22 @@ int costmodel_plan_from_json(const struct costmodel *cm,
 	    (rc = get_bool(root, "overlap_grad_reduce", &plan->overlap_grad_reduce)) < 0 ||
 	    (rc = get_bool(root, "overlap_param_gather", &plan->overlap_param_gather)) < 0)
 		goto err;
+	/* What the plan says of itself is output; only its types are held. */
 	v = json_object_get(root, "planner");
-	if (json_is_object(v) && json_is_string(json_object_get(v, "name")))
+	if (v && (!json_is_object(v) ||
+		  (json_object_get(v, "name") &&
+		   !json_is_string(json_object_get(v, "name"))))) {
+		rc = ar_seterr(-AR_EINVAL, "plan: \"planner\" must be an object with a string \"name\"");
+		goto err;
+	}
+	if ((json_object_get(root, "predicted") &&
+	     !json_is_object(json_object_get(root, "predicted"))) ||
+	    (json_object_get(root, "unused") &&
+	     !json_is_array(json_object_get(root, "unused")))) {
+		rc = ar_seterr(-AR_EINVAL, "plan: \"predicted\" must be an object and \"unused\" an array");
+		goto err;
+	}
+	if (json_is_string(json_object_get(v, "name")))
 		snprintf(plan->planner, sizeof(plan->planner), "%s",
 			 json_string_value(json_object_get(v, "name")));
 	templates = json_object_get(root, "templates");

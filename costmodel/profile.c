@@ -22,6 +22,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <iniparser.h>
 
@@ -52,14 +53,27 @@ static int ini_error_cb(const char *fmt, ...)
 	return 0;
 }
 
+/*
+ * A profile is a regular file of at most AR_LIMIT_INI_BYTES: a FIFO or a
+ * device in the profiles directory is refused, not waited on.
+ */
 static dictionary *ini_open(const char *path, int *rc)
 {
+	char bom[3];
 	dictionary *d;
-	struct stat sb;
+	ssize_t n;
+	int fd;
 
-	if (stat(path, &sb) < 0) {
-		*rc = ar_seterr(errno == ENOENT ? -AR_ENOTFOUND : -errno,
-				"%s: %s", path, strerror(errno));
+	fd = ar_file_open_regular(path, AR_LIMIT_INI_BYTES);
+	if (fd < 0) {
+		*rc = fd == -ENOENT ? -AR_ENOTFOUND : fd;
+		return NULL;
+	}
+	n = read(fd, bom, sizeof(bom));
+	close(fd);
+	if (n > 0 && ar_skip_bom(bom, (size_t)n)) {
+		*rc = ar_seterr(-AR_EINVAL, "%s: starts with a UTF-8 byte-order mark (the invisible bytes EF BB BF); save it without one",
+				path);
 		return NULL;
 	}
 	ini_syntax_error[0] = '\0';
@@ -76,48 +90,50 @@ static dictionary *ini_open(const char *path, int *rc)
 	return d;
 }
 
+/* The value of @key in @sec as text, or NULL (an error when @required). */
+static const char *ini_value(dictionary *d, const char *path, const char *sec,
+			     const char *key, bool required, char *what,
+			     size_t what_size, int *rc)
+{
+	char full[128];
+	const char *s;
+
+	snprintf(full, sizeof(full), "%s:%s", sec, key);
+	snprintf(what, what_size, "%s: [%s] %s", path, sec, key);
+	s = iniparser_getstring(d, full, NULL);
+	*rc = 0;
+	if (!s && required)
+		*rc = ar_seterr(-AR_EINVAL, "%s is missing", what);
+	return s;
+}
+
 static int ini_double(dictionary *d, const char *path, const char *sec,
 		      const char *key, double min, double max, bool required,
 		      double *out)
 {
-	char full[128];
-	const char *s;
-	char *end;
-	double v;
+	char what[PATH_MAX + 128];
+	int rc;
+	const char *s = ini_value(d, path, sec, key, required, what,
+				  sizeof(what), &rc);
 
-	snprintf(full, sizeof(full), "%s:%s", sec, key);
-	s = iniparser_getstring(d, full, NULL);
-	if (!s) {
-		if (!required)
-			return 0;
-		return ar_seterr(-AR_EINVAL, "%s: [%s] %s is missing", path,
-				 sec, key);
-	}
-	errno = 0;
-	v = strtod(s, &end);
-	if (end == s || *end || errno || !isfinite(v))
-		return ar_seterr(-AR_EINVAL, "%s: [%s] %s = \"%s\" is not a number",
-				 path, sec, key, s);
-	if (v < min || v > max)
-		return ar_seterr(-AR_EINVAL, "%s: [%s] %s = %g is out of range [%g, %g]",
-				 path, sec, key, v, min, max);
-	*out = v;
-	return 0;
+	return s ? ar_parse_double(s, what, min, max, out) : rc;
 }
 
 static int ini_int(dictionary *d, const char *path, const char *sec,
 		   const char *key, int min, int max, bool required, int *out)
 {
-	double v = *out;
-	int rc = ini_double(d, path, sec, key, min, max, required, &v);
+	char what[PATH_MAX + 128];
+	int64_t v;
+	int rc;
+	const char *s = ini_value(d, path, sec, key, required, what,
+				  sizeof(what), &rc);
 
-	if (rc < 0)
+	if (!s)
 		return rc;
-	if (v != floor(v))
-		return ar_seterr(-AR_EINVAL, "%s: [%s] %s = %g is not an integer",
-				 path, sec, key, v);
-	*out = (int)v;
-	return 0;
+	rc = ar_parse_int64(s, what, min, max, &v);
+	if (rc == 0)
+		*out = (int)v;
+	return rc;
 }
 
 static int ini_bool(dictionary *d, const char *path, const char *sec,
@@ -322,6 +338,12 @@ out:
 	return rc;
 }
 
+/*
+ * Every layer computes something: a zero forward or backward time is a
+ * broken profile (it would price a plan at no time), not a fast GPU.
+ */
+#define LAYER_MIN_MS 1e-6
+
 /* One file's entries as written: [tp index][mbs index][type]. */
 typedef struct costmodel_layer_profile
 	raw_table[COSTMODEL_NUM_TP][COSTMODEL_NUM_MBS][COSTMODEL_NUM_LAYER_TYPES];
@@ -418,8 +440,8 @@ static int read_layer_file(const char *path, bool measured, raw_table raw,
 			goto out;
 		}
 		if ((rc = ini_check_keys(d, path, sec, known)) < 0 ||
-		    (rc = ini_double(d, path, sec, "fwd_ms", 0, 1e7, true, &p.fwd_ms)) < 0 ||
-		    (rc = ini_double(d, path, sec, "bwd_ms", 0, 1e7, true, &p.bwd_ms)) < 0 ||
+		    (rc = ini_double(d, path, sec, "fwd_ms", LAYER_MIN_MS, 1e7, true, &p.fwd_ms)) < 0 ||
+		    (rc = ini_double(d, path, sec, "bwd_ms", LAYER_MIN_MS, 1e7, true, &p.bwd_ms)) < 0 ||
 		    (rc = ini_double(d, path, sec, "comm_ms", 0, 1e7, true, &p.comm_ms)) < 0 ||
 		    (rc = ini_double(d, path, sec, "act_bytes", 0, 1e15, true, &p.act_bytes)) < 0 ||
 		    (rc = ini_double(d, path, sec, "param_bytes", 0, 1e15, true, &p.param_bytes)) < 0 ||

@@ -1,24 +1,34 @@
 /*
  * arachne-migrate - move a job's model state from its old plan to its new
- * plan, GPU to GPU, under mpirun or srun (arachne-migrate(1)).
+ * plan, GPU to GPU (arachne-migrate(1)).
  *
- * Rank 0 computes the migration (or reads it) and broadcasts it, so every
- * rank executes the very same tuples.  Each rank loads its old shard file,
- * runs the migration, stages its new file, and renames it into place only
- * after every rank agreed that all of them succeeded.  On any failure the
- * staged files are removed and the old files were never touched.
+ * Two ways to start the ranks:
+ *   - with --rendezvous DIR, each process is started on its own (one srun
+ *     in each allocation of an elastic job): it reads the migration
+ *     itself, finds its rank from its node and GPU, and meets the others
+ *     through DIR (rdzv.c); transfers go over TCP, or NCCL;
+ *   - without, under mpirun: rank 0 computes the migration (or reads it)
+ *     and broadcasts it, transfers go over MPI, or NCCL.
+ * Either way every rank executes the very same tuples.  Each rank loads
+ * its old shard file, runs the migration, stages its new file, and renames
+ * it into place only after every rank agreed that all of them succeeded.
+ * On any failure the staged files are removed and the old files were
+ * never touched.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#ifdef HAVE_MPI
 #include <mpi.h>
+#endif
 
 #include "ar.h"
 #include "costmodel.h"
@@ -36,6 +46,13 @@ struct args {
 	const char *transport;
 	double timeout_s;
 	bool verbose;
+	/* --rendezvous: ranks started separately */
+	const char *rendezvous;
+	const char *node;		/* this process's node, GPU, or rank */
+	int gpu;
+	int rank;
+	double wait_s;			/* for every rank to arrive */
+	const char *address;
 };
 
 static void usage(FILE *f)
@@ -45,8 +62,12 @@ static void usage(FILE *f)
 		"                       [--profiles DIR] --state-dir DIR [--transport mpi|nccl]\n"
 		"                       [--timeout-s S] [--verbose]\n"
 		"       arachne-migrate --migration FILE --state-dir DIR [options]\n"
+		"       arachne-migrate --migration FILE --state-dir DIR --rendezvous DIR\n"
+		"                       [--node NAME --gpu N | --rank R] [--wait-s S] [--address IP]\n"
 		"       arachne-migrate --from ... --to ... --cluster ... --model ... --output FILE\n"
-		"Runs under mpirun or srun with one rank per GPU of the migration.\n");
+		"Without --rendezvous it runs under mpirun with one rank per GPU of the\n"
+		"migration; with it, each process is started on its own (one srun per\n"
+		"allocation) and the processes meet through the directory.\n");
 }
 
 static int parse_args(int argc, char **argv, struct args *a)
@@ -63,13 +84,20 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "transport", required_argument, NULL, 'T' },
 		{ "timeout-s", required_argument, NULL, 's' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "rendezvous", required_argument, NULL, 'R' },
+		{ "node", required_argument, NULL, 'N' },
+		{ "gpu", required_argument, NULL, 'G' },
+		{ "rank", required_argument, NULL, 'r' },
+		{ "wait-s", required_argument, NULL, 'W' },
+		{ "address", required_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char *end;
 	int c;
 
-	*a = (struct args){ .transport = "mpi", .timeout_s = 60.0 };
+	*a = (struct args){ .transport = NULL, .timeout_s = 60.0,
+			    .gpu = -1, .rank = -1, .wait_s = 600.0 };
 	while ((c = getopt_long(argc, argv, "v", opts, NULL)) != -1) {
 		switch (c) {
 		case 'f': a->from = optarg; break;
@@ -82,14 +110,33 @@ static int parse_args(int argc, char **argv, struct args *a)
 		case 'o': a->output = optarg; break;
 		case 'T': a->transport = optarg; break;
 		case 'v': a->verbose = true; break;
+		case 'R': a->rendezvous = optarg; break;
+		case 'N': a->node = optarg; break;
+		case 'A': a->address = optarg; break;
 		case 's':
-			a->timeout_s = strtod(optarg, &end);
-			if (*end || !(a->timeout_s > 0.0)) {
-				fprintf(stderr, "arachne-migrate: --timeout-s %s: expected a positive number of seconds\n",
-					optarg);
+		case 'W': {
+			double v = strtod(optarg, &end);
+
+			if (*end || !(v > 0.0) || v > 1e7) {
+				fprintf(stderr, "arachne-migrate: --%s %s: expected a positive number of seconds\n",
+					c == 's' ? "timeout-s" : "wait-s", optarg);
 				return -1;
 			}
+			*(c == 's' ? &a->timeout_s : &a->wait_s) = v;
 			break;
+		}
+		case 'G':
+		case 'r': {
+			long v = strtol(optarg, &end, 10);
+
+			if (*end || end == optarg || v < 0 || v > 1 << 20) {
+				fprintf(stderr, "arachne-migrate: --%s %s: expected a non-negative integer\n",
+					c == 'G' ? "gpu" : "rank", optarg);
+				return -1;
+			}
+			*(c == 'G' ? &a->gpu : &a->rank) = (int)v;
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -115,9 +162,21 @@ static int parse_args(int argc, char **argv, struct args *a)
 		fprintf(stderr, "arachne-migrate: --state-dir is required\n");
 		return -1;
 	}
-	if (strcmp(a->transport, "mpi") && strcmp(a->transport, "nccl")) {
-		fprintf(stderr, "arachne-migrate: --transport %s: expected mpi or nccl\n",
-			a->transport);
+	if (!a->transport)
+		a->transport = a->rendezvous ? "tcp" : "mpi";
+	if (strcmp(a->transport, a->rendezvous ? "tcp" : "mpi") &&
+	    strcmp(a->transport, "nccl")) {
+		fprintf(stderr, "arachne-migrate: --transport %s: expected %s or nccl\n",
+			a->transport, a->rendezvous ? "tcp (with --rendezvous)" :
+						      "mpi");
+		return -1;
+	}
+	if (!a->rendezvous && (a->node || a->gpu >= 0 || a->rank >= 0)) {
+		fprintf(stderr, "arachne-migrate: --node, --gpu and --rank name a process of a --rendezvous\n");
+		return -1;
+	}
+	if (a->rank >= 0 && (a->node || a->gpu >= 0)) {
+		fprintf(stderr, "arachne-migrate: --rank excludes --node and --gpu\n");
 		return -1;
 	}
 	return 0;
@@ -177,7 +236,7 @@ static int build_migration(const struct args *a, struct migrate **mp)
 
 	if (!a->migration)
 		return compute_migration(a, mp);
-	root = ar_json_load_file(a->migration);
+	root = ar_json_load_file_max(a->migration, AR_LIMIT_MIGRATION_BYTES);
 	if (!root)
 		return -AR_EINVAL;
 	rc = migrate_from_json(root, mp);
@@ -220,6 +279,7 @@ static void print_prediction(FILE *f, const struct migrate *m)
 		st->time_s, st->stage1_s, st->stage2_s, st->lower_bound_s);
 }
 
+#ifdef HAVE_MPI
 /*
  * Rank 0 builds the migration and broadcasts its JSON text; a failure is
  * broadcast as the message, so every rank exits with the same reason.
@@ -271,6 +331,8 @@ static int share_migration(const struct args *a, int rank, struct migrate **mp)
 	json_decref(root);
 	return rc;
 }
+
+#endif /* HAVE_MPI */
 
 /*
  * When a peer dies, the launcher terminates every rank.  The staged file
@@ -348,6 +410,7 @@ static bool fault_parse(int rank, struct fault *f)
 	return r == rank;
 }
 
+#ifdef HAVE_MPI
 /*
  * Which migration rank this process is.  When the cluster's node names are
  * the hosts the ranks run on (a real allocation), each host's ranks take
@@ -400,12 +463,27 @@ static int place_ranks(const struct migrate *m, MPI_Comm *commp, int *rankp)
 	return 0;
 }
 
+#endif /* HAVE_MPI */
+
+static void abort_job(bool mpi)
+{
+#ifdef HAVE_MPI
+	if (mpi)
+		MPI_Abort(MPI_COMM_WORLD, EXIT_FAILED);
+#endif
+}
+
+/*
+ * One rank's migration over @tp: load, transfer, stage, commit.  After a
+ * failure in the transfers an MPI rank ends the job with MPI_Abort (MPI
+ * cannot cancel sends to a silent peer); a rendezvous rank just exits,
+ * its peers having seen its connections close.
+ */
 static int run_rank(const struct args *a, const struct migrate *m,
-		    MPI_Comm comm, int rank)
+		    struct migrate_transport *tp, int rank, bool mpi)
 {
 	const struct migrate_rank *rk = &m->ranks[rank];
 	const char *node = m->topo->nodes[rk->node].name;
-	struct migrate_transport *tp = NULL;
 	struct migrate_run_opts ropts = { .timeout_s = a->timeout_s };
 	struct fault fault;
 	void *old_host = NULL, *new_host = NULL, *old_dev = NULL,
@@ -415,15 +493,6 @@ static int run_rank(const struct args *a, const struct migrate *m,
 	double t0;
 	int rc, agreed;
 	bool nccl = !strcmp(a->transport, "nccl");
-
-	rc = nccl ? migrate_transport_nccl_create(&comm, rk->gpu, &tp) :
-		    migrate_transport_mpi_create(&comm, &tp);
-	if (rc < 0) {
-		fprintf(stderr, "arachne-migrate: rank %d (%s GPU %d): %s transport: %s\n",
-			rank, node, rk->gpu, a->transport, ar_errmsg());
-		return EXIT_FAILED;
-	}
-	install_terminate_handler(a->state_dir, m, rank);
 
 	/* Phase 1: every rank has its old state, or nobody starts. */
 	rc = statedir_load(a->state_dir, m, rank, &old_host);
@@ -475,7 +544,8 @@ static int run_rank(const struct args *a, const struct migrate *m,
 		 */
 		migrate_agree(tp, false,
 			      a->timeout_s < 5.0 ? a->timeout_s : 5.0);
-		MPI_Abort(MPI_COMM_WORLD, EXIT_FAILED);
+		abort_job(mpi);
+		goto out;
 	}
 
 	/* Phase 3: every rank staged its file; now they replace the old. */
@@ -484,7 +554,8 @@ static int run_rank(const struct args *a, const struct migrate *m,
 		fprintf(stderr, "arachne-migrate: rank %d (%s GPU %d): %s; old shard files unchanged\n",
 			rank, node, rk->gpu, ar_errmsg());
 		statedir_unstage(a->state_dir, m, rank);
-		MPI_Abort(MPI_COMM_WORLD, EXIT_FAILED);
+		abort_job(mpi);
+		goto out;
 	}
 	sig_committing = 1;
 	rc = statedir_commit(a->state_dir, m, rank);
@@ -507,7 +578,6 @@ static int run_rank(const struct args *a, const struct migrate *m,
 out:
 	migrate_transport_release(tp, old_dev);
 	migrate_transport_release(tp, new_dev);
-	migrate_transport_destroy(tp);
 	free(old_host);
 	free(new_host);
 	return rc < 0 ? EXIT_FAILED : 0;
@@ -529,35 +599,163 @@ static int write_output(const struct args *a)
 	j = migrate_to_json(m);
 	text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
-	rc = text ? ar_file_write_atomic(a->output, text, strlen(text), 0644) :
-		    -ENOMEM;
+	rc = text ? ar_file_write_output(a->output, text, strlen(text), 0644) :
+		    ar_seterr(-ENOMEM, "%s: out of memory", a->output);
 	if (rc < 0)
-		fprintf(stderr, "arachne-migrate: %s: %s\n", a->output,
-			*ar_errmsg() ? ar_errmsg() : ar_strerror(rc));
+		fprintf(stderr, "arachne-migrate: %s\n", ar_errmsg());
 	else
 		print_prediction(stdout, m);
 	free(text);
 	migrate_free(m);
-	return rc < 0 ? EXIT_FAILED : 0;
+	/* As arachne-plan: an output that cannot be written is bad input. */
+	return rc < 0 ? EXIT_BADINPUT : 0;
 }
 
-int main(int argc, char **argv)
+/*
+ * The name of a migration's meeting: the same on every process that read
+ * the same migration, different for another one, so a retry after a
+ * failure meets under the same name and an unrelated meeting never does.
+ */
+static void meeting_name(const struct migrate *m, char *buf, size_t len)
 {
+	json_t *j = migrate_to_json(m);
+	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	uint64_t h = 0xcbf29ce484222325ull;	/* FNV-1a */
+
+	for (const char *p = text; p && *p; p++)
+		h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+	snprintf(buf, len, "migration-%016" PRIx64, h);
+	free(text);
+	json_decref(j);
+}
+
+/*
+ * This process's migration rank: --rank, or its (node, GPU): --node or
+ * SLURMD_NODENAME or the host name, and --gpu or ARACHNE_LOCAL_GPU (the
+ * plugin's index among the job's GPUs on the node) or SLURM_LOCALID.
+ * -1 with the reason in @why when the migration has no such GPU.
+ */
+static int find_rank(const struct args *a, const struct migrate *m,
+		     char *why, size_t len)
+{
+	const char *node = a->node, *env;
+	char host[256];
+	int gpu = a->gpu, idx = -1, rank;
+
+	if (a->rank >= 0) {
+		if (a->rank < m->nranks)
+			return a->rank;
+		snprintf(why, len, "--rank %d: the migration has %d ranks",
+			 a->rank, m->nranks);
+		return -1;
+	}
+	if (!node)
+		node = getenv("SLURMD_NODENAME");
+	if (!node) {
+		if (gethostname(host, sizeof(host)) < 0)
+			host[0] = '\0';
+		host[sizeof(host) - 1] = '\0';
+		host[strcspn(host, ".")] = '\0';
+		node = host;
+	}
+	if (gpu < 0) {
+		env = getenv("ARACHNE_LOCAL_GPU");
+		if (!env)
+			env = getenv("SLURM_LOCALID");
+		gpu = env ? atoi(env) : 0;
+	}
+	for (int n = 0; n < m->topo->nnodes && idx < 0; n++)
+		if (!strcmp(m->topo->nodes[n].name, node))
+			idx = n;
+	rank = idx < 0 ? -1 : migrate_rank_find(m, idx, gpu);
+	if (rank < 0)
+		snprintf(why, len, "%s GPU %d %s", node, gpu,
+			 idx < 0 ? "is not on a node of the migration" :
+				   "holds state in neither plan");
+	return rank;
+}
+
+/* --rendezvous: one process of a migration whose ranks started apart. */
+static int run_rendezvous(const struct args *a)
+{
+	struct migrate_transport *tp = NULL;
+	struct migrate_rdzv *r = NULL;
 	struct migrate *m = NULL;
-	struct args a;
+	char why[512], name[64];
+	double t0 = ar_now();
+	int rank, rc;
+
+	rc = build_migration(a, &m);
+	if (rc < 0) {
+		fprintf(stderr, "arachne-migrate: %s\n", ar_errmsg());
+		return EXIT_BADINPUT;
+	}
+	rank = find_rank(a, m, why, sizeof(why));
+	if (rank < 0 && a->rank >= 0) {
+		fprintf(stderr, "arachne-migrate: %s\n", why);
+		migrate_free(m);
+		return EXIT_BADINPUT;
+	}
+	if (rank < 0) {
+		/* srun starts a task per GPU; some may have nothing to do. */
+		printf("arachne-migrate: %s: nothing to move here\n", why);
+		migrate_free(m);
+		return 0;
+	}
+	if (rank == 0 && a->verbose)
+		print_prediction(stderr, m);
+	if (m->stats.bytes_local + m->stats.bytes_moved == 0) {
+		if (rank == 0)
+			printf("arachne-migrate: nothing to migrate: the old plan holds no state\n");
+		migrate_free(m);
+		return 0;
+	}
+	meeting_name(m, name, sizeof(name));
+	rc = migrate_rdzv_join(&(struct migrate_rdzv_opts){
+				.dir = a->rendezvous, .name = name,
+				.rank = rank, .size = m->nranks,
+				.join_timeout_s = a->wait_s,
+				.timeout_s = a->timeout_s,
+				.addr = a->address }, &r);
+	if (rc == 0 && rank == 0)
+		printf("arachne-migrate: %d ranks met in %.3f s\n", m->nranks,
+		       ar_now() - t0);
+	fflush(stdout);
+	if (rc == 0)
+		rc = !strcmp(a->transport, "nccl") ?
+		     migrate_transport_nccl_rdzv_create(r, m->ranks[rank].gpu,
+							&tp) :
+		     migrate_transport_tcp_create(r, &tp);
+	if (rc < 0) {
+		fprintf(stderr, "arachne-migrate: rank %d (%s GPU %d): %s; nothing was moved\n",
+			rank, m->topo->nodes[m->ranks[rank].node].name,
+			m->ranks[rank].gpu, ar_errmsg());
+		migrate_rdzv_close(r);
+		migrate_free(m);
+		return EXIT_FAILED;
+	}
+	install_terminate_handler(a->state_dir, m, rank);
+	rc = run_rank(a, m, tp, rank, false);
+	migrate_transport_destroy(tp);
+	migrate_rdzv_close(r);
+	migrate_free(m);
+	return rc;
+}
+
+#ifdef HAVE_MPI
+/* Without --rendezvous: every rank under one mpirun. */
+static int run_mpi(const struct args *a, int argc, char **argv)
+{
+	struct migrate_transport *tp = NULL;
+	struct migrate *m = NULL;
 	MPI_Comm comm;
 	int rank = 0, size = 0, rc;
-
-	if (parse_args(argc, argv, &a) < 0)
-		return EXIT_BADINPUT;
-	if (a.output)
-		return write_output(&a);
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 
-	rc = share_migration(&a, rank, &m);
+	rc = share_migration(a, rank, &m);
 	if (rc < 0) {
 		fprintf(stderr, "arachne-migrate: rank %d: %s\n", rank,
 			ar_errmsg());
@@ -566,13 +764,13 @@ int main(int argc, char **argv)
 	}
 	if (size != m->nranks) {
 		if (rank == 0)
-			fprintf(stderr, "arachne-migrate: the migration has %d GPUs but %d ranks were started; start one rank per GPU, in (node, gpu) order\n",
+			fprintf(stderr, "arachne-migrate: the migration has %d GPUs but %d ranks were started; start one rank per GPU, in (node, gpu) order, or start each allocation's ranks apart with --rendezvous\n",
 				m->nranks, size);
 		migrate_free(m);
 		MPI_Finalize();
 		return EXIT_BADINPUT;
 	}
-	if (rank == 0 && a.verbose)
+	if (rank == 0 && a->verbose)
 		print_prediction(stderr, m);
 	if (m->stats.bytes_local + m->stats.bytes_moved == 0) {
 		if (rank == 0)
@@ -587,9 +785,40 @@ int main(int argc, char **argv)
 		fprintf(stderr, "arachne-migrate: %s\n", ar_strerror(rc));
 		MPI_Abort(MPI_COMM_WORLD, EXIT_FAILED);
 	}
-	rc = run_rank(&a, m, comm, rank);
+	rc = !strcmp(a->transport, "nccl") ?
+	     migrate_transport_nccl_create(&comm, m->ranks[rank].gpu, &tp) :
+	     migrate_transport_mpi_create(&comm, &tp);
+	if (rc < 0) {
+		fprintf(stderr, "arachne-migrate: rank %d (%s GPU %d): %s transport: %s\n",
+			rank, m->topo->nodes[m->ranks[rank].node].name,
+			m->ranks[rank].gpu, a->transport, ar_errmsg());
+		rc = EXIT_FAILED;
+	} else {
+		install_terminate_handler(a->state_dir, m, rank);
+		rc = run_rank(a, m, tp, rank, true);
+		migrate_transport_destroy(tp);
+	}
 	MPI_Comm_free(&comm);
 	migrate_free(m);
 	MPI_Finalize();
 	return rc;
+}
+#endif /* HAVE_MPI */
+
+int main(int argc, char **argv)
+{
+	struct args a;
+
+	if (parse_args(argc, argv, &a) < 0)
+		return EXIT_BADINPUT;
+	if (a.output)
+		return write_output(&a);
+	if (a.rendezvous)
+		return run_rendezvous(&a);
+#ifdef HAVE_MPI
+	return run_mpi(&a, argc, argv);
+#else
+	fprintf(stderr, "arachne-migrate: built without MPI: start the ranks with --rendezvous DIR\n");
+	return EXIT_BADINPUT;
+#endif
 }

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -113,18 +114,28 @@ err:
 	return NULL;
 }
 
-/* A non-negative integer member @key of @obj, or -AR_EINVAL naming it. */
-static int get_int(const json_t *obj, const char *key, const char *what,
-		   json_int_t min, json_int_t *out)
-{
-	const json_t *v = json_object_get(obj, key);
+/*
+ * Bounds of a migration file's numbers (docs/limits.md), checked on the
+ * 64-bit value before it is narrowed: a tensor holds at most 2^50 bytes,
+ * a migration at most MIGRATE_MAX_BLOCKS blocks, so that every offset
+ * and block product below stays far from overflow and a small file
+ * cannot ask for unbounded work.
+ */
+#define MIGRATE_MAX_BYTES	(INT64_C(1) << 50)
+#define MIGRATE_MAX_BLOCKS	(INT64_C(1) << 22)
+#define MIGRATE_MAX_NODE_GPUS	16
+#define MIGRATE_MAX_EXPERTS	4096
+#define MIGRATE_MAX_GBPS	1e6	/* GB/s of a link, far above any */
+#define MIGRATE_MAX_LAYERS	(1 << 16)
 
-	if (!json_is_integer(v) || json_integer_value(v) < min)
-		return ar_seterr(-AR_EINVAL,
-				 "migration: %s: \"%s\" must be an integer >= %lld",
-				 what, key, (long long)min);
-	*out = json_integer_value(v);
-	return 0;
+/* An integer member @key of @obj in [@min, @max], or -AR_EINVAL naming it. */
+static int get_int(const json_t *obj, const char *key, const char *what,
+		   int64_t min, int64_t max, int64_t *out)
+{
+	char name[96];
+
+	snprintf(name, sizeof(name), "migration: %s", what);
+	return ar_json_int64(obj, key, name, min, max, true, out);
 }
 
 static int get_num(const json_t *obj, const char *key, const char *what,
@@ -132,33 +143,44 @@ static int get_num(const json_t *obj, const char *key, const char *what,
 {
 	const json_t *v = json_object_get(obj, key);
 
-	if (!json_is_number(v) || json_number_value(v) <= 0.0)
+	if (!json_is_number(v) || !(json_number_value(v) > 0.0) ||
+	    json_number_value(v) > MIGRATE_MAX_GBPS)
 		return ar_seterr(-AR_EINVAL,
-				 "migration: %s: \"%s\" must be a positive number",
-				 what, key);
+				 "migration: %s: \"%s\" must be a positive number up to %g",
+				 what, key, MIGRATE_MAX_GBPS);
 	*out = json_number_value(v);
 	return 0;
 }
 
-/* An array of @n integers, each >= 0. */
-static int get_ints(const json_t *a, size_t n, json_int_t *out,
-		    const char *what)
+/* An array of @n integers, element i (called @names[i]) in [0, @max[i]]. */
+static int get_ints(const json_t *a, size_t n, const char *const *names,
+		    const int64_t *max, int64_t *out, const char *what)
 {
 	if (!json_is_array(a) || json_array_size(a) != n)
 		return ar_seterr(-AR_EINVAL,
 				 "migration: %s must be an array of %zu integers",
 				 what, n);
 	for (size_t i = 0; i < n; i++) {
-		const json_t *v = json_array_get(a, i);
+		char name[128];
+		int rc;
 
-		if (!json_is_integer(v) || json_integer_value(v) < 0)
-			return ar_seterr(-AR_EINVAL,
-					 "migration: %s: element %zu must be an integer >= 0",
-					 what, i);
-		out[i] = json_integer_value(v);
+		snprintf(name, sizeof(name), "migration: %s: %s (element %zu)",
+			 what, names[i], i);
+		rc = ar_json_int64_value(json_array_get(a, i), name, 0, max[i],
+					 &out[i]);
+		if (rc < 0)
+			return rc;
 	}
 	return 0;
 }
+
+static const char *const shard_fields[] = { "layer", "tensor", "lo", "hi" };
+static const char *const tuple_fields[] = {
+	"layer", "tensor", "lo", "hi", "from", "to", "round", "count", "stride",
+};
+static const char *const tensor_fields[MIGRATE_NUM_TENSORS] = {
+	[0 ... MIGRATE_NUM_TENSORS - 1] = "tensor bytes",
+};
 
 static int shards_from_json(const struct migrate *m, const json_t *a,
 			    const char *what, struct migrate_shard **shp,
@@ -176,19 +198,17 @@ static int shards_from_json(const struct migrate *m, const json_t *a,
 	if (!sh)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		json_int_t v[4];
+		const int64_t max[4] = {
+			m->layout->nlayers - 1, MIGRATE_NUM_TENSORS - 1,
+			MIGRATE_MAX_BYTES, MIGRATE_MAX_BYTES,
+		};
+		int64_t v[4];
 		const struct migrate_layer *ly;
 
 		snprintf(where, sizeof(where), "%s shard %zu", what, i);
-		rc = get_ints(json_array_get(a, i), 4, v, where);
+		rc = get_ints(json_array_get(a, i), 4, shard_fields, max, v, where);
 		if (rc < 0)
 			goto err;
-		if (v[0] >= m->layout->nlayers || v[1] >= MIGRATE_NUM_TENSORS) {
-			rc = ar_seterr(-AR_EINVAL,
-				       "migration: %s names layer %lld tensor %lld that the layout lacks",
-				       where, (long long)v[0], (long long)v[1]);
-			goto err;
-		}
 		ly = &m->layout->layers[v[0]];
 		if (v[2] >= v[3] || (uint64_t)v[3] > ly->bytes[v[1]]) {
 			rc = ar_seterr(-AR_EINVAL,
@@ -233,6 +253,11 @@ static int topo_layout_from_json(struct migrate *m, const json_t *root)
 	    !json_is_array(layers) || !json_array_size(layers))
 		return ar_seterr(-AR_EINVAL,
 				 "migration: \"nodes\" and \"layers\" must be non-empty arrays");
+	if (json_array_size(nodes) > AR_LIMIT_HOSTS ||
+	    json_array_size(layers) > MIGRATE_MAX_LAYERS)
+		return ar_seterr(-AR_EINVAL,
+				 "migration: more than %d nodes or %d layers",
+				 AR_LIMIT_HOSTS, MIGRATE_MAX_LAYERS);
 	m->topo = migrate_topo_create((int)json_array_size(nodes));
 	m->layout = migrate_layout_create((int)json_array_size(layers));
 	if (!m->topo || !m->layout)
@@ -242,7 +267,7 @@ static int topo_layout_from_json(struct migrate *m, const json_t *root)
 		const json_t *o = json_array_get(nodes, n);
 		struct migrate_node *nd = &m->topo->nodes[n];
 		const char *name;
-		json_int_t gpus;
+		int64_t gpus;
 
 		snprintf(what, sizeof(what), "node %d", n);
 		rc = ar_json_check_keys(o, node_keys, what);
@@ -255,7 +280,7 @@ static int topo_layout_from_json(struct migrate *m, const json_t *root)
 					 "migration: %s: \"name\" must be a hostname",
 					 what);
 		snprintf(nd->name, sizeof(nd->name), "%s", name);
-		rc = get_int(o, "gpus", what, 1, &gpus);
+		rc = get_int(o, "gpus", what, 1, MIGRATE_MAX_NODE_GPUS, &gpus);
 		if (!rc)
 			rc = get_num(o, "intra_GBps", what, &nd->intra_GBps);
 		if (!rc)
@@ -266,13 +291,16 @@ static int topo_layout_from_json(struct migrate *m, const json_t *root)
 	}
 	for (int l = 0; l < m->layout->nlayers; l++) {
 		const json_t *o = json_array_get(layers, l);
-		json_int_t b[MIGRATE_NUM_TENSORS], experts;
+		int64_t b[MIGRATE_NUM_TENSORS], max[MIGRATE_NUM_TENSORS], experts;
 
 		snprintf(what, sizeof(what), "layer %d", l);
+		for (int t = 0; t < MIGRATE_NUM_TENSORS; t++)
+			max[t] = MIGRATE_MAX_BYTES;
 		rc = get_ints(json_object_get(o, "bytes"), MIGRATE_NUM_TENSORS,
-			      b, what);
+			      tensor_fields, max, b, what);
 		if (!rc)
-			rc = get_int(o, "experts", what, 0, &experts);
+			rc = get_int(o, "experts", what, 0, MIGRATE_MAX_EXPERTS,
+				     &experts);
 		if (rc < 0)
 			return rc;
 		for (int t = 0; t < MIGRATE_NUM_TENSORS; t++)
@@ -302,7 +330,7 @@ int migrate_from_json(const json_t *root, struct migrate **mp)
 	const json_t *ranks, *tuples;
 	struct migrate *m;
 	char what[64];
-	json_int_t v;
+	int64_t v, nblocks = 0;
 	int rc;
 
 	*mp = NULL;
@@ -311,7 +339,7 @@ int migrate_from_json(const json_t *root, struct migrate **mp)
 	rc = ar_json_check_keys(root, root_keys, "migration");
 	if (rc < 0)
 		return rc;
-	if (get_int(root, "arachne_migration", "migration", 1, &v) < 0 ||
+	if (get_int(root, "arachne_migration", "version", 1, INT32_MAX, &v) < 0 ||
 	    v != MIGRATE_JSON_VERSION)
 		return ar_seterr(-AR_EINVAL,
 				 "migration: \"arachne_migration\" must be %d",
@@ -328,6 +356,11 @@ int migrate_from_json(const json_t *root, struct migrate **mp)
 		rc = ar_seterr(-AR_EINVAL, "migration: \"ranks\" must be an array");
 		goto err;
 	}
+	if (json_array_size(ranks) > (size_t)AR_LIMIT_HOSTS * MIGRATE_MAX_NODE_GPUS) {
+		rc = ar_seterr(-AR_EINVAL, "migration: more ranks than GPUs in %d nodes",
+			       AR_LIMIT_HOSTS);
+		goto err;
+	}
 	m->nranks = (int)json_array_size(ranks);
 	m->ranks = calloc(m->nranks + 1, sizeof(*m->ranks));
 	m->old_shards = calloc(m->nranks + 1, sizeof(*m->old_shards));
@@ -342,22 +375,21 @@ int migrate_from_json(const json_t *root, struct migrate **mp)
 	for (int r = 0; r < m->nranks; r++) {
 		const json_t *o = json_array_get(ranks, r);
 		struct migrate_rank *rk = &m->ranks[r];
-		json_int_t node, gpu, op, np;
+		int64_t node, gpu, op, np;
 
 		snprintf(what, sizeof(what), "rank %d", r);
 		rc = ar_json_check_keys(o, rank_keys, what);
 		if (!rc)
-			rc = get_int(o, "node", what, 0, &node);
+			rc = get_int(o, "node", what, 0, m->topo->nnodes - 1, &node);
 		if (!rc)
-			rc = get_int(o, "gpu", what, 0, &gpu);
+			rc = get_int(o, "gpu", what, 0, MIGRATE_MAX_NODE_GPUS - 1, &gpu);
 		if (!rc)
-			rc = get_int(o, "old_pipe", what, -1, &op);
+			rc = get_int(o, "old_pipe", what, -1, m->nranks, &op);
 		if (!rc)
-			rc = get_int(o, "new_pipe", what, -1, &np);
+			rc = get_int(o, "new_pipe", what, -1, m->nranks, &np);
 		if (rc < 0)
 			goto err;
-		if (node >= m->topo->nnodes ||
-		    gpu >= m->topo->nodes[node].gpus) {
+		if (gpu >= m->topo->nodes[node].gpus) {
 			rc = ar_seterr(-AR_EINVAL,
 				       "migration: %s is on GPU %lld of node %lld, which does not exist",
 				       what, (long long)gpu, (long long)node);
@@ -391,6 +423,11 @@ int migrate_from_json(const json_t *root, struct migrate **mp)
 		rc = ar_seterr(-AR_EINVAL, "migration: \"tuples\" must be an array");
 		goto err;
 	}
+	if (json_array_size(tuples) > MIGRATE_MAX_BLOCKS) {
+		rc = ar_seterr(-AR_EINVAL, "migration: more than %" PRId64 " tuples",
+			       MIGRATE_MAX_BLOCKS);
+		goto err;
+	}
 	m->ntuples = (long)json_array_size(tuples);
 	m->tuples = calloc(m->ntuples + 1, sizeof(*m->tuples));
 	if (!m->tuples) {
@@ -400,18 +437,26 @@ int migrate_from_json(const json_t *root, struct migrate **mp)
 	for (long i = 0; i < m->ntuples; i++) {
 		struct migrate_tuple *t = &m->tuples[i];
 		const json_t *a = json_array_get(tuples, i);
-		json_int_t x[9] = { [7] = 1 };
+		/* [layer, tensor, lo, hi, from, to, round, count, stride];
+		 * rounds are numbered without gaps, so a round number is at
+		 * most the tuples before it: the runner steps through them. */
+		const int64_t max[9] = {
+			m->layout->nlayers - 1, MIGRATE_NUM_TENSORS - 1,
+			MIGRATE_MAX_BYTES, MIGRATE_MAX_BYTES, m->nranks - 1,
+			m->nranks - 1, i ? m->tuples[i - 1].round + 1 : 1,
+			MIGRATE_MAX_BLOCKS, MIGRATE_MAX_BYTES,
+		};
+		int64_t x[9] = { [7] = 1 };
 
 		snprintf(what, sizeof(what), "tuple %ld", i);
-		rc = get_ints(a, json_array_size(a) == 9 ? 9 : 7, x, what);
+		rc = get_ints(a, json_array_size(a) == 9 ? 9 : 7, tuple_fields,
+			      max, x, what);
 		if (rc < 0)
 			goto err;
-		if (x[4] >= m->nranks || x[5] >= m->nranks ||
-		    x[1] >= MIGRATE_NUM_TENSORS || x[7] < 1 ||
-		    x[7] > INT32_MAX) {
+		if (x[7] < 1 || (nblocks += x[7]) > MIGRATE_MAX_BLOCKS) {
 			rc = ar_seterr(-AR_EINVAL,
-				       "migration: %s names a rank or tensor that does not exist, or no blocks",
-				       what);
+				       "migration: %s: a tuple moves at least one block, a migration at most %" PRId64,
+				       what, MIGRATE_MAX_BLOCKS);
 			goto err;
 		}
 		*t = (struct migrate_tuple){

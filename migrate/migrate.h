@@ -314,6 +314,107 @@ int migrate_transport_mpi_create(const void *mpi_comm,
 int migrate_transport_nccl_create(const void *mpi_comm, int cuda_device,
 				  struct migrate_transport **tpp);
 
+/* ---------------------------------------------------------------------
+ * Rendezvous: ranks started separately meet.
+ *
+ * The ranks of a migration may be started by different launchers: one
+ * srun in the running job and one in each allocation that joins it, or a
+ * trainer's own ranks.  They cannot share an MPI world, so they meet
+ * through a directory every one of them sees (the job's plan directory on
+ * the shared file system) and then talk over TCP:
+ *
+ *   rank 0 publishes DIR/NAME.rdzv (addresses, port, a session number;
+ *   written atomically) and waits for the others; every other rank polls
+ *   for the file, connects and says hello; when all have come, rank 0
+ *   gives everyone the table of addresses and removes the file.
+ *
+ * Each member knows its rank and the size beforehand (a migration's rank
+ * follows from its node and GPU: migrate_rank_find()).  A contact file
+ * left by a crashed meeting is recognised (dead listener or old session)
+ * and waited past.  Every wait is bounded: join_timeout_s for the
+ * meeting, timeout_s for every later exchange; a member that dies is seen
+ * at once by its peers (end of file on its connections).
+ *
+ * What a process does with the rendezvous: run a migration over it
+ * (migrate_transport_tcp_create(), or _nccl_rdzv_create() for device
+ * buffers, which sends NCCL's unique id over it), or use its primitives
+ * (broadcast, point-to-point, agreement) to bootstrap its own
+ * communicators.  Not thread-safe: one thread uses a rendezvous.
+ * ------------------------------------------------------------------- */
+
+struct migrate_rdzv;			/* opaque */
+
+struct migrate_rdzv_opts {
+	const char *dir;		/* a directory every rank sees */
+	const char *name;		/* the meeting; letters, digits, . _ - */
+	int rank;			/* this process, 0 .. size - 1 */
+	int size;
+	/* The wait for everyone to arrive; 0: timeout_s. */
+	double join_timeout_s;
+	/* Every later wait (no progress in a transfer, an agreement); 0: 60 s. */
+	double timeout_s;
+	/*
+	 * The IPv4 address others reach this process at; NULL: every
+	 * address of this host's interfaces that are up, loopback last.
+	 */
+	const char *addr;
+};
+
+/*
+ * migrate_rdzv_join() - meet the other ranks of @o->name in @o->dir.
+ * Collective over the @o->size ranks.  Caller frees *@rp with
+ * migrate_rdzv_close().  -AR_ETIMEOUT names the ranks that did not come
+ * (on rank 0) or says that rank 0 never published; -AR_EABORT carries
+ * rank 0's refusal (a duplicate rank, a different size).
+ */
+int migrate_rdzv_join(const struct migrate_rdzv_opts *o,
+		      struct migrate_rdzv **rp);
+void migrate_rdzv_close(struct migrate_rdzv *r);
+int migrate_rdzv_rank(const struct migrate_rdzv *r);
+int migrate_rdzv_size(const struct migrate_rdzv *r);
+
+/*
+ * Collective: @len bytes of @buf from rank @root to every rank.  Every
+ * rank passes the same @len.
+ */
+int migrate_rdzv_bcast(struct migrate_rdzv *r, int root, void *buf,
+		       size_t len);
+
+/*
+ * Point to point over the pair's data connection: a message of exactly
+ * @len bytes (the receiver must expect that length).  Messages between two
+ * ranks arrive in the order they were sent.
+ */
+int migrate_rdzv_send(struct migrate_rdzv *r, int peer, const void *buf,
+		      size_t len);
+int migrate_rdzv_recv(struct migrate_rdzv *r, int peer, void *buf,
+		      size_t len);
+
+/*
+ * Collective: 0 when every rank passes @ok = true; -AR_EABORT naming a
+ * rank that failed or left, -AR_ETIMEOUT naming one that did not answer.
+ */
+int migrate_rdzv_agree(struct migrate_rdzv *r, bool ok);
+
+/*
+ * migrate_transport_tcp_create() - host-buffer transport over @r's
+ * connections (rank i of @r is migration rank i).  @r must outlive the
+ * transport.  After a failed migrate_run() the data connections are
+ * closed: destroy the transport; the rendezvous still agrees.
+ */
+int migrate_transport_tcp_create(struct migrate_rdzv *r,
+				 struct migrate_transport **tpp);
+
+/*
+ * migrate_transport_nccl_rdzv_create() - the NCCL transport of
+ * migrate_transport_nccl_create(), bootstrapped over @r instead of MPI:
+ * rank 0's NCCL unique id is broadcast over it, agreements go over it.
+ * -AR_ENOTBUILT without NCCL.
+ */
+int migrate_transport_nccl_rdzv_create(struct migrate_rdzv *r,
+				       int cuda_device,
+				       struct migrate_transport **tpp);
+
 /* Releases @tp (an NCCL communicator is aborted if a run failed). */
 void migrate_transport_destroy(struct migrate_transport *tp);
 

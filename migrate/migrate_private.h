@@ -98,6 +98,44 @@ struct migrate_transport {
 	void *priv;
 };
 
+/* ---------------------------------------------------------------------
+ * The rendezvous (rdzv.c), shared with the transports that run over it.
+ * ------------------------------------------------------------------- */
+
+struct migrate_rdzv_peer {
+	int ctl;			/* rank 0 <-> this member: control */
+	int data;			/* data connection, -1 until first use */
+	uint16_t port;			/* its listening port */
+	json_t *addrs;			/* its IPv4 addresses, to try in order */
+};
+
+struct migrate_rdzv {
+	char name[208];
+	char path[4096];		/* rank 0's contact file */
+	int rank, size;
+	double join_timeout_s;		/* for everyone to arrive */
+	double timeout_s;		/* every later wait */
+	uint64_t session;		/* rank 0's random number */
+	int listen_fd;
+	uint16_t port;
+	struct migrate_rdzv_peer *peers;	/* [size] */
+};
+
+/* Blocking I/O on a non-blocking socket, bounded by @deadline (ar_now()). */
+int rdzv_write_all(int fd, const void *buf, size_t len, double deadline);
+int rdzv_read_all(int fd, void *buf, size_t len, double deadline);
+/*
+ * The data connection to @peer, made on first use: the lower rank
+ * connects, the higher accepts.  A descriptor or a negative code.
+ */
+int rdzv_data_fd(struct migrate_rdzv *r, int peer, double deadline);
+/* Closes every data connection, so that peers waiting on them see EOF. */
+void rdzv_data_close_all(struct migrate_rdzv *r);
+/* The agreement of migrate_agree(), over the control connections. */
+int rdzv_agree(struct migrate_rdzv *r, bool ok, double timeout_s);
+
+int migrate_tcp_open(struct migrate_rdzv *r, struct migrate_transport **tpp);
+
 /*
  * The MPI-dependent constructors.  These are the only places the build
  * options show: without MPI or NCCL the stubs answer -AR_ENOTBUILT.
@@ -124,5 +162,18 @@ static inline int migrate_nccl_open(const void *mpi_comm, int cuda_device,
 	return -AR_ENOTBUILT;
 }
 #endif /* HAVE_NCCL && HAVE_MPI */
+
+#ifdef HAVE_NCCL
+int migrate_nccl_open_rdzv(struct migrate_rdzv *r, int cuda_device,
+			   struct migrate_transport **tpp);
+#else
+static inline int migrate_nccl_open_rdzv(struct migrate_rdzv *r,
+					 int cuda_device,
+					 struct migrate_transport **tpp)
+{
+	*tpp = NULL;
+	return -AR_ENOTBUILT;
+}
+#endif /* HAVE_NCCL */
 
 #endif /* AR_MIGRATE_PRIVATE_H */

@@ -27,6 +27,23 @@ int migrate_transport_nccl_create(const void *mpi_comm, int cuda_device,
 	return rc;
 }
 
+int migrate_transport_tcp_create(struct migrate_rdzv *r,
+				 struct migrate_transport **tpp)
+{
+	return migrate_tcp_open(r, tpp);
+}
+
+int migrate_transport_nccl_rdzv_create(struct migrate_rdzv *r,
+				       int cuda_device,
+				       struct migrate_transport **tpp)
+{
+	int rc = migrate_nccl_open_rdzv(r, cuda_device, tpp);
+
+	if (rc == -AR_ENOTBUILT)
+		return ar_seterr(rc, "migrate: built without NCCL (configure --with-nccl)");
+	return rc;
+}
+
 void migrate_transport_destroy(struct migrate_transport *tp)
 {
 	if (tp)

@@ -1,13 +1,14 @@
 /*
  * transport_nccl.c - device-buffer transport over NCCL point-to-point.
  *
- * Rank 0 creates the NCCL unique id and broadcasts it over MPI; every rank
- * then joins one communicator on its CUDA device.  A step is one NCCL group
+ * Rank 0 creates the NCCL unique id and broadcasts it over the control
+ * channel, MPI or a rendezvous (rdzv.c); every rank then joins one
+ * communicator on its CUDA device.  A step is one NCCL group
  * of ncclSend/ncclRecv, which NCCL matches per peer pair in posting order
  * (both sides take the tuples in the same order).  Completion is polled on
  * the stream; past the timeout the communicator is aborted, which is the
  * only way NCCL lets go of a peer that never arrives.  Agreements go over
- * MPI, which the launcher provides anyway.
+ * the control channel too.
  */
 #include "config.h"
 
@@ -17,7 +18,9 @@
 #include <time.h>
 
 #include <cuda_runtime.h>
+#ifdef HAVE_MPI
 #include <mpi.h>
+#endif
 /* nccl.h declares some functions with empty parameter lists. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstrict-prototypes"
@@ -30,7 +33,10 @@
 struct nccl_priv {
 	ncclComm_t comm;
 	cudaStream_t stream;
+	struct migrate_rdzv *rdzv;	/* the control channel, or MPI: */
+#ifdef HAVE_MPI
 	MPI_Comm ctl;
+#endif
 	int device;
 	bool aborted;
 };
@@ -114,6 +120,10 @@ static int nccl_step(struct migrate_transport *tp, struct migrate_xfer *xs,
 static int nccl_agree(struct migrate_transport *tp, bool ok, double timeout_s)
 {
 	struct nccl_priv *p = tp->priv;
+
+	if (p->rdzv)
+		return rdzv_agree(p->rdzv, ok, timeout_s);
+#ifdef HAVE_MPI
 	int mine = ok ? 1 : 0, all = 0, flag = 0;
 	MPI_Request req;
 	double start = ar_now();
@@ -135,6 +145,36 @@ static int nccl_agree(struct migrate_transport *tp, bool ok, double timeout_s)
 	if (!all)
 		return ar_seterr(-AR_EABORT, "a peer failed; the migration is aborted on every rank");
 	return 0;
+#else
+	return ar_seterr(-AR_ENOTBUILT, "migrate: built without MPI");
+#endif
+}
+
+/* Rank 0's @len bytes to every rank over the control channel. */
+static int nccl_bcast(struct nccl_priv *p, void *buf, size_t len)
+{
+	if (p->rdzv)
+		return migrate_rdzv_bcast(p->rdzv, 0, buf, len);
+#ifdef HAVE_MPI
+	if (MPI_Bcast(buf, (int)len, MPI_BYTE, 0, p->ctl) != MPI_SUCCESS)
+		return ar_seterr(-AR_EPROTO, "MPI Bcast failed");
+	return 0;
+#else
+	return ar_seterr(-AR_ENOTBUILT, "migrate: built without MPI");
+#endif
+}
+
+static void nccl_ctl_free(struct nccl_priv *p)
+{
+#ifdef HAVE_MPI
+	int finalized = 0;
+
+	if (p->rdzv)
+		return;
+	MPI_Finalized(&finalized);
+	if (!finalized)
+		MPI_Comm_free(&p->ctl);
+#endif
 }
 
 static int nccl_copy(struct migrate_transport *tp, void *dst, const void *src,
@@ -185,15 +225,12 @@ static int nccl_from_host(struct migrate_transport *tp, void *buf,
 static void nccl_destroy(struct migrate_transport *tp)
 {
 	struct nccl_priv *p = tp->priv;
-	int finalized = 0;
 
 	/* After ncclCommAbort the communicator is already gone. */
 	if (!p->aborted)
 		ncclCommDestroy(p->comm);
 	cudaStreamDestroy(p->stream);
-	MPI_Finalized(&finalized);
-	if (!finalized)
-		MPI_Comm_free(&p->ctl);
+	nccl_ctl_free(p);
 	free(p);
 	free(tp);
 }
@@ -240,53 +277,38 @@ static int nccl_device(struct nccl_priv *p, int cuda_device)
 }
 
 /*
- * Collective over @mpi_comm.  Every rank learns whether every other rank
- * got its device before any of them waits in ncclCommInitRank, so one
- * rank without a GPU cannot leave the others hanging there.
+ * Collective over the control channel, which @p and @tp already hold.
+ * Every rank learns whether every other rank got its device before any of
+ * them waits in ncclCommInitRank, so one rank without a GPU cannot leave
+ * the others hanging there.  Frees @p and @tp on failure.
  */
-int migrate_nccl_open(const void *mpi_comm, int cuda_device,
-		      struct migrate_transport **tpp)
+static int nccl_bootstrap(struct migrate_transport *tp, struct nccl_priv *p,
+			  int cuda_device, struct migrate_transport **tpp)
 {
-	MPI_Comm comm = mpi_comm ? *(const MPI_Comm *)mpi_comm : MPI_COMM_WORLD;
-	struct migrate_transport *tp = NULL;
-	struct nccl_priv *p = NULL;
 	struct {
 		ncclUniqueId id;
 		int ok;
 	} msg;
-	int inited = 0, mine, all = 0, rc;
 	ncclResult_t r;
+	bool have_device;
+	int rc;
 
-	*tpp = NULL;
-	MPI_Initialized(&inited);
-	if (!inited)
-		return ar_seterr(-AR_EINVAL, "migrate: MPI is not initialized");
-	tp = calloc(1, sizeof(*tp));
-	p = calloc(1, sizeof(*p));
-	if (!tp || !p) {
-		rc = -ENOMEM;
-		goto err;
-	}
-	if (MPI_Comm_dup(comm, &p->ctl) != MPI_SUCCESS) {
-		rc = ar_seterr(-AR_EPROTO, "MPI Comm_dup failed");
-		goto err;
-	}
-	MPI_Comm_set_errhandler(p->ctl, MPI_ERRORS_RETURN);
-	MPI_Comm_rank(p->ctl, &tp->rank);
-	MPI_Comm_size(p->ctl, &tp->size);
+	char why[256] = "";
 
 	rc = nccl_device(p, cuda_device);
-	mine = rc == 0;
-	if (MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, p->ctl) !=
-	    MPI_SUCCESS) {
-		rc = ar_seterr(-AR_EPROTO, "MPI Allreduce failed");
-		goto err_stream;
+	have_device = rc == 0;
+	if (!have_device)
+		snprintf(why, sizeof(why), "%s", ar_errmsg());
+	tp->priv = p;
+	rc = nccl_agree(tp, have_device, 60.0);
+	if (!have_device) {
+		rc = ar_seterr(-ENODEV, "%s", why);
+		goto err;
 	}
-	if (rc < 0)
-		goto err_comm;
-	if (!all) {
-		rc = ar_seterr(-AR_EABORT, "another rank has no usable CUDA device");
-		goto err_stream;
+	if (rc < 0) {
+		rc = ar_seterr(rc, "another rank has no usable CUDA device (%s)",
+			       ar_errmsg());
+		goto err;
 	}
 
 	/* The id travels with rank 0's verdict, so nobody joins a bad id. */
@@ -295,31 +317,76 @@ int migrate_nccl_open(const void *mpi_comm, int cuda_device,
 		r = ncclGetUniqueId(&msg.id);
 		msg.ok = r == ncclSuccess;
 	}
-	if (MPI_Bcast(&msg, sizeof(msg), MPI_BYTE, 0, p->ctl) != MPI_SUCCESS) {
-		rc = ar_seterr(-AR_EPROTO, "MPI Bcast of the NCCL id failed");
-		goto err_stream;
-	}
+	rc = nccl_bcast(p, &msg, sizeof(msg));
+	if (rc < 0)
+		goto err;
 	if (!msg.ok) {
 		rc = ar_seterr(-AR_EPROTO, "NCCL GetUniqueId failed on rank 0");
-		goto err_stream;
+		goto err;
 	}
 	r = ncclCommInitRank(&p->comm, tp->size, msg.id, tp->rank);
 	if (r != ncclSuccess) {
 		rc = nccl_err(r, "CommInitRank");
-		goto err_stream;
+		goto err;
 	}
 	tp->ops = &nccl_ops;
-	tp->priv = p;
 	*tpp = tp;
 	return 0;
-
-err_stream:
-	if (mine)
-		cudaStreamDestroy(p->stream);
-err_comm:
-	MPI_Comm_free(&p->ctl);
 err:
+	if (have_device)
+		cudaStreamDestroy(p->stream);
+	nccl_ctl_free(p);
 	free(tp);
 	free(p);
 	return rc;
+}
+
+#ifdef HAVE_MPI
+int migrate_nccl_open(const void *mpi_comm, int cuda_device,
+		      struct migrate_transport **tpp)
+{
+	MPI_Comm comm = mpi_comm ? *(const MPI_Comm *)mpi_comm : MPI_COMM_WORLD;
+	struct migrate_transport *tp;
+	struct nccl_priv *p;
+	int inited = 0;
+
+	*tpp = NULL;
+	MPI_Initialized(&inited);
+	if (!inited)
+		return ar_seterr(-AR_EINVAL, "migrate: MPI is not initialized");
+	tp = calloc(1, sizeof(*tp));
+	p = calloc(1, sizeof(*p));
+	if (!tp || !p) {
+		free(tp);
+		free(p);
+		return -ENOMEM;
+	}
+	if (MPI_Comm_dup(comm, &p->ctl) != MPI_SUCCESS) {
+		free(tp);
+		free(p);
+		return ar_seterr(-AR_EPROTO, "MPI Comm_dup failed");
+	}
+	MPI_Comm_set_errhandler(p->ctl, MPI_ERRORS_RETURN);
+	MPI_Comm_rank(p->ctl, &tp->rank);
+	MPI_Comm_size(p->ctl, &tp->size);
+	return nccl_bootstrap(tp, p, cuda_device, tpp);
+}
+#endif /* HAVE_MPI */
+
+int migrate_nccl_open_rdzv(struct migrate_rdzv *r, int cuda_device,
+			   struct migrate_transport **tpp)
+{
+	struct migrate_transport *tp = calloc(1, sizeof(*tp));
+	struct nccl_priv *p = calloc(1, sizeof(*p));
+
+	*tpp = NULL;
+	if (!tp || !p) {
+		free(tp);
+		free(p);
+		return -ENOMEM;
+	}
+	p->rdzv = r;
+	tp->rank = r->rank;
+	tp->size = r->size;
+	return nccl_bootstrap(tp, p, cuda_device, tpp);
 }

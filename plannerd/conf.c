@@ -9,10 +9,12 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <grp.h>
 #include <libconfig.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <math.h>
 #include <pwd.h>
@@ -82,6 +84,8 @@ static const struct conf_directive conf_directives[] = {
 	  "Connections served at once; further clients get a busy error." },
 	{ "cache_entries", CONF_INT, OFF(cache_entries), 0, "1024", 0, 1 << 24,
 	  "Answers kept for identical plan requests (0: no cache)." },
+	{ "prune_interval_s", CONF_DOUBLE, OFF(prune_interval_s), 0, "300",
+	  0, 1e6, "At start and then this often, stored jobs that slurmctld reports over (or no longer knows) are forgotten (0: never). Needs plannerd built with libslurm." },
 	{ "inter_node_gbps", CONF_DOUBLE, OFF(inter_node_gbps), 0, "0", 0, 1e6,
 	  "Network bandwidth of one node in Gbit/s, for compositions that give no inter_node_gbps (0: the GPU profiles' own)." },
 	{ "gres_map", CONF_GRES_MAP, OFF(gres_map), OFF(ngres_map), NULL, 0, 0,
@@ -208,7 +212,7 @@ static void conf_map_free(struct conf_map *map, size_t n)
 
 /*
  * The network and intra-node link a node_map rule may give: nics (an
- * integer 1-64), nic_gbps (a positive number) and intra_node (a link class
+ * integer 1-64), nic_gbps (Gbit/s, 0.1 to 100000) and intra_node (a link class
  * the cost model knows).
  */
 static int conf_map_links(const config_setting_t *e, const char *where,
@@ -228,8 +232,9 @@ static int conf_map_links(const config_setting_t *e, const char *where,
 		double v = type == CONFIG_TYPE_FLOAT ? config_setting_get_float(s) :
 			   type == CONFIG_TYPE_INT ? config_setting_get_int(s) : -1;
 
-		if (!(v > 0) || v > 1e6)
-			return ar_seterr(-AR_EINVAL, "%s%s: entry %u: nic_gbps must be a positive number of Gbit/s",
+		/* the cluster JSON's range */
+		if (!(v >= 0.1 && v <= 1e5))
+			return ar_seterr(-AR_EINVAL, "%s%s: entry %u: nic_gbps must be a number of Gbit/s from 0.1 to 100000",
 					 where, name, i + 1);
 		m->nic_gbps = v;
 	}
@@ -396,23 +401,110 @@ static const struct conf_directive *conf_directive_find(const char *name)
 	return NULL;
 }
 
+/*
+ * What libconfig 1.5 does not check, checked on the text before it is
+ * parsed: an integer without the L suffix is read into 32 bits (so
+ * "workers = 4294967297" would be 1), and @include would read a file
+ * past the size and type checks.  Strings and comments are skipped.
+ */
+static int conf_text_check(const char *text, size_t len, const char *path)
+{
+	const char *p = text, *end = text + len;
+	int line = 1;
+
+	if (memchr(text, '\0', len))
+		return ar_seterr(-AR_EINVAL, "%s: holds a NUL byte: not a text file",
+				 path);
+	while (p < end) {
+		if (*p == '\n') {
+			line++;
+			p++;
+		} else if (*p == '"') {
+			for (p++; p < end && *p != '"'; p++) {
+				if (*p == '\\' && p + 1 < end)
+					p++;
+				if (*p == '\n')
+					line++;
+			}
+			p += p < end;
+		} else if (*p == '#' || (*p == '/' && p + 1 < end && p[1] == '/')) {
+			while (p < end && *p != '\n')
+				p++;
+		} else if (*p == '/' && p + 1 < end && p[1] == '*') {
+			for (p += 2; p + 1 < end && !(p[0] == '*' && p[1] == '/'); p++)
+				if (*p == '\n')
+					line++;
+			p = p + 1 < end ? p + 2 : end;
+		} else if (*p == '@') {
+			return ar_seterr(-AR_EINVAL, "%s:%d: @include is not supported: write the settings into the file",
+					 path, line);
+		} else if (isalpha((unsigned char)*p) || *p == '_' || *p == '*') {
+			while (p < end && (isalnum((unsigned char)*p) ||
+					   strchr("_-*", *p)))
+				p++;
+		} else if (isdigit((unsigned char)*p) ||
+			   ((*p == '-' || *p == '+') && p + 1 < end &&
+			    isdigit((unsigned char)p[1]))) {
+			const char *tok = p;
+			bool is_float = false, is_long = false;
+			char num[64];
+			long long v;
+			int base = 10;
+
+			p += *p == '-' || *p == '+';
+			if (p + 1 < end && p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) {
+				base = 16;
+				p += 2;
+			}
+			while (p < end && (isalnum((unsigned char)*p) || *p == '.')) {
+				if (base == 10 && strchr(".eE", *p))
+					is_float = true;
+				if (*p == 'L')
+					is_long = true;
+				p++;
+			}
+			if (is_float || is_long)
+				continue;
+			snprintf(num, sizeof(num), "%.*s", (int)(p - tok), tok);
+			errno = 0;
+			v = strtoll(num, NULL, base);
+			if (errno == ERANGE || v < INT_MIN || v > INT_MAX)
+				return ar_seterr(-AR_EINVAL, "%s:%d: %s is out of range: an integer setting is at most %d",
+						 path, line, num, INT_MAX);
+		} else {
+			p++;
+		}
+	}
+	return 0;
+}
+
 static int conf_file_read(struct conf *conf, const char *path)
 {
 	config_setting_t *root;
 	config_t cfg;
-	int rc = 0;
+	size_t len, skip;
+	char *text;
+	int rc;
 
+	/* A regular file of bounded size: a FIFO or /dev/zero is refused. */
+	rc = ar_file_read(path, AR_LIMIT_CONF_BYTES, &text, &len);
+	if (rc < 0) {
+		if (rc > -AR_EINVAL)
+			return ar_seterr(-AR_EINVAL, "%s: cannot read: %s",
+					 path, strerror(-rc));
+		return rc;
+	}
+	skip = ar_skip_bom(text, len);
+	rc = conf_text_check(text + skip, len - skip, path);
+	if (rc < 0) {
+		free(text);
+		return rc;
+	}
 	config_init(&cfg);
-	if (config_read_file(&cfg, path) != CONFIG_TRUE) {
-		if (config_error_type(&cfg) == CONFIG_ERR_FILE_IO)
-			rc = ar_seterr(-AR_EINVAL, "%s: cannot read: %s",
-				       path, strerror(errno ? errno : ENOENT));
-		else
-			rc = ar_seterr(-AR_EINVAL, "%s:%d: %s",
-				       config_error_file(&cfg) ?
-				       config_error_file(&cfg) : path,
-				       config_error_line(&cfg),
-				       config_error_text(&cfg));
+	if (config_read_string(&cfg, text + skip) != CONFIG_TRUE) {
+		rc = ar_seterr(-AR_EINVAL, "%s:%d: %s", path,
+			       config_error_line(&cfg),
+			       config_error_text(&cfg));
 		goto out;
 	}
 	root = config_root_setting(&cfg);
@@ -436,6 +528,7 @@ static int conf_file_read(struct conf *conf, const char *path)
 	}
 out:
 	config_destroy(&cfg);
+	free(text);
 	return rc;
 }
 

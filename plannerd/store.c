@@ -50,9 +50,30 @@ static pthread_mutex_t *store_write_lock(struct store *store, const char *job)
 	return &store->write_locks[h % STORE_WRITE_STRIPES];
 }
 
+/*
+ * The composition's name is a label (the plugin names it after the job):
+ * two jobs on the same GPUs with the same model ask the same question.
+ */
 char *store_request_key(const json_t *request)
 {
-	return json_dumps(request, JSON_COMPACT | JSON_SORT_KEYS);
+	json_t *cluster = json_object_get(request, "cluster");
+	json_t *copy;
+	char *key;
+
+	if (!json_is_object(cluster) || !json_object_get(cluster, "name"))
+		return json_dumps(request, JSON_COMPACT | JSON_SORT_KEYS);
+	copy = json_copy((json_t *)request);
+	cluster = json_copy(cluster);
+	if (!copy || !cluster) {
+		json_decref(copy);
+		json_decref(cluster);
+		return NULL;
+	}
+	json_object_del(cluster, "name");
+	json_object_set_new(copy, "cluster", cluster);
+	key = json_dumps(copy, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(copy);
+	return key;
 }
 
 /* A store_job for @doc (a new reference is taken); NULL when invalid. */
@@ -91,7 +112,8 @@ static void store_load_entry(struct store *store, const char *name)
 	size_t n = strlen(name);
 	struct store_job *sj;
 	char *path = NULL;
-	json_t *doc, *uid, *job;
+	json_t *doc, *job;
+	int64_t uid;
 
 	if (name[0] == '.')
 		return;
@@ -110,14 +132,15 @@ static void store_load_entry(struct store *store, const char *name)
 		ar_log(LOG_WARNING, "skipping stored plan: %s", ar_errmsg());
 		goto out;
 	}
-	uid = json_object_get(doc, "uid");
 	job = json_object_get(doc, "job");
-	sj = json_is_integer(uid) && json_is_string(job) &&
+	/* A uid is 0 to 2^32 - 2 ((uid_t)-1 means none): -5 is no uid. */
+	sj = ar_json_int64(doc, "uid", path, 0, UINT32_MAX - 1, true, &uid) == 0 &&
+	     json_is_string(job) &&
 	     strlen(json_string_value(job)) == n - 5 &&
 	     strncmp(json_string_value(job), name, n - 5) == 0 ?
-	     store_job_create(doc, (uid_t)json_integer_value(uid)) : NULL;
+	     store_job_create(doc, (uid_t)uid) : NULL;
 	if (!sj)
-		ar_log(LOG_WARNING, "%s: skipping: not a plannerd job document",
+		ar_log(LOG_WARNING, "%s: skipping: not a plannerd job document with a uid",
 		       path);
 	else if (hmap_put(store->jobs, json_string_value(job), sj) < 0)
 		store_job_free(sj);

@@ -55,12 +55,32 @@ static void refuses_malformed(void **state)
 	}
 }
 
+/* The bound is counted before names are made: 65536 hosts, not one more. */
+static void bounds_the_host_count(void **state)
+{
+	char **h;
+	size_t n;
+
+	(void)state;
+	assert_int_equal(ar_hostlist_expand("n[00001-65536]", &h, &n), 0);
+	assert_int_equal(n, AR_LIMIT_HOSTS);
+	assert_string_equal(h[n - 1], "n65536");
+	ar_hostlist_free(h);
+	assert_int_equal(ar_hostlist_expand("n[00001-65536],x", &h, &n), -AR_EINVAL);
+	assert_non_null(strstr(ar_errmsg(), "more than 65536 hosts"));
+	assert_int_equal(ar_hostlist_expand("n[1-65536],m[1-2]", &h, &n), -AR_EINVAL);
+	assert_int_equal(ar_hostlist_expand("n[0000000-0999999]", &h, &n), -AR_EINVAL);
+	assert_non_null(strstr(ar_errmsg(), "names more than 65536 hosts"));
+	assert_null(h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(expands_ranges_with_padding),
 		cmocka_unit_test(keeps_suffix),
 		cmocka_unit_test(refuses_malformed),
+		cmocka_unit_test(bounds_the_host_count),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -37,13 +37,19 @@ static void clusters(void **state)
 		{ "{\"nodes\":[{\"gpu\":\"b200\",\"gpus_per_node\":4,\"count\":1}]}",
 		  "unknown GPU \"b200\"" },
 		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"count\":0}]}",
-		  "\"count\" must be positive" },
+		  "\"count\" must be an integer from 1 to 65536, not 0" },
 		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"count\":-3}]}",
-		  "\"count\" must be positive" },
+		  "\"count\" must be an integer from 1 to 65536, not -3" },
+		/* Read as 64 bits before the range check: 2^32 + 1 is not 1. */
+		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"count\":4294967297}]}",
+		  "\"count\" must be an integer from 1 to 65536, not 4294967297" },
+		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"count\":40000},"
+		  "{\"gpu\":\"fast\",\"gpus_per_node\":4,\"count\":40000}]}",
+		  "more than 65536 nodes" },
 		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":0,\"count\":1}]}",
-		  "\"gpus_per_node\" must be positive" },
+		  "\"gpus_per_node\" must be an integer from 1 to 16, not 0" },
 		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":32,\"count\":1}]}",
-		  "\"gpus_per_node\" = 32 is larger" },
+		  "\"gpus_per_node\" must be an integer from 1 to 16, not 32" },
 		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":2.5,\"count\":1}]}",
 		  "must be an integer" },
 		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"hosts\":\"g[1-\"}]}",
@@ -51,21 +57,26 @@ static void clusters(void **state)
 		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"hosts\":\"g1\",\"count\":1}]}",
 		  "not both" },
 		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"hosts\":\"g[1-2],g2\"}]}",
-		  "appears twice" },
+		  "host \"g2\" appears twice" },
+		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"hosts\":\"n[0000000-0999999]\"}]}",
+		  "names more than 65536 hosts" },
 		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus\":4,\"count\":1}]}",
 		  "unknown key \"gpus\"" },
 		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"count\":1}],\"inter_node_gbps\":-1}",
 		  "inter_node_gbps" },
 		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"count\":1,\"nic_gbps\":-5}]}",
-		  "\"nic_gbps\" must be a positive number" },
+		  "\"nic_gbps\" must be a number from 0.1 to 100000, not -5" },
 		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"count\":1,\"nic_gbps\":\"fast\"}]}",
-		  "\"nic_gbps\" must be a positive number" },
+		  "\"nic_gbps\" must be a number from 0.1 to 100000" },
 		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"count\":1,\"nics\":0}]}",
-		  "\"nics\" must be an integer from 1 to 64" },
+		  "\"nics\" must be an integer from 1 to 64, not 0" },
 		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"count\":1,\"intra_node\":\"nvlink9\"}]}",
 		  "\"intra_node\" must be one of nvlink2" },
 		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"count\":1,\"intra_node\":\"pcie4\","
 		  "\"intra_node_GBps\":20}]}", "not both" },
+		/* A link of 1e-308 Gb/s would price every plan at infinity. */
+		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"count\":1}],\"inter_node_gbps\":1e-308}",
+		  "\"inter_node_gbps\" must be a number from 0.1 to 100000, not 1e-308" },
 	};
 	const char *dir = fixture_create();
 	struct costmodel *cm = fixture_load(dir, "toy");
@@ -118,7 +129,11 @@ static void profiles(void **state)
 		{ "models/toy.ini", "[model]\nname = toy\nblocks = 8\n", "hidden is missing" },
 		{ "models/toy.ini",
 		  "[model]\nname = toy\nblocks = 8.5\nhidden = 1024\nffn = 1\nheads = 1\n"
-		  "kv_heads = 1\nhead_dim = 1\nvocab = 1\n", "blocks = 8.5 is not an integer" },
+		  "kv_heads = 1\nhead_dim = 1\nvocab = 1\n", "blocks = \"8.5\" is not an integer" },
+		{ "models/toy.ini",
+		  "[model]\nname = toy\nblocks = 4294967304\nhidden = 1024\nffn = 1\nheads = 1\n"
+		  "kv_heads = 1\nhead_dim = 1\nvocab = 1\n", "blocks = 4294967304 is out of range [1, 1024]" },
+		{ "gpus/fast.ini", "\xef\xbb\xbf[gpu]\nname = fast\n", "byte-order mark" },
 		{ "models/toy.ini",
 		  "[model]\nname = toy\nblocks = 8\nhidden = 1024\nffn = 1\nheads = 1\n"
 		  "kv_heads = 1\nhead_dim = 1\nvocab = 1\nexperts = 8\ntop_k = 9\nexpert_ffn = 1\n",
@@ -146,6 +161,10 @@ static void profiles(void **state)
 		  "[model]\nname = toy\nblocks = 8\nhidden = 1024\nffn = 1\nheads = 1\n"
 		  "kv_heads = 1\nhead_dim = 1\nvocab = 1\n[training]\nactivation_checkpointing = true\n",
 		  "recomputation is a plan option" },
+		/* A layer that takes no time is a broken profile. */
+		{ "layers/toy/fast.ini",
+		  "[tp1.mbs1.block]\nfwd_ms = 0\nbwd_ms = 0\ncomm_ms = 0\nact_bytes = 0\nparam_bytes = 0\n",
+		  "fwd_ms = 0 is out of range" },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
@@ -204,6 +223,7 @@ static void fits_nowhere(void **state)
 static void plans(void **state)
 {
 #define STAGE(gpu, tp, a, b) "{\"gpu\":\"" gpu "\",\"tp\":" #tp ",\"layers\":[" #a "," #b "]}"
+#define STAGE_X(extra) "{\"gpu\":\"fast\",\"tp\":1,\"layers\":[0,9]," extra "}"
 #define PLACE(node, gpus) "{\"node\":\"" node "\",\"gpus\":[" gpus "]}"
 #define PLAN(stages, placement) \
 	"{\"arachne_plan\":1,\"model\":\"toy\",\"micro_batch\":1,\"templates\":" \
@@ -237,6 +257,33 @@ static void plans(void **state)
 		  "\"recompute\" must be \"none\", \"selective\" or \"full\"" },
 		{ "{\"arachne_plan\":1,\"model\":\"toy\",\"micro_batch\":1,\"distributed_optimizer\":1}",
 		  "\"distributed_optimizer\" must be true or false" },
+		/* ep or etp 0 without edp divided by zero (SIGFPE). */
+		{ PLAN(STAGE_X("\"ep\":0"), PLACE("n1", "0")), "\"ep\" must be an integer from 1 to 4096, not 0" },
+		{ PLAN(STAGE_X("\"etp\":0"), PLACE("n1", "0")), "\"etp\" must be an integer from 1 to 8, not 0" },
+		/* ep * etp = 2^32 overflowed int to 0. */
+		{ PLAN(STAGE_X("\"ep\":65536,\"etp\":65536"), PLACE("n1", "0")), "\"ep\" must be an integer from 1 to 4096" },
+		{ PLAN(STAGE_X("\"ep\":2,\"etp\":1"), PLACE("n1", "0")), "ep*etp = 2*1 does not divide" },
+		{ PLAN(STAGE_X("\"peak_mem_gib\":\"x\""), PLACE("n1", "0")), "\"peak_mem_gib\" must be a non-negative number" },
+		{ PLAN(STAGE("fast", 0, 0, 9), PLACE("n1", "0")), "\"tp\" must be an integer from 1 to 8, not 0" },
+		/* 2^32 + 9 is not layer 9. */
+		{ PLAN(STAGE("fast", 1, 0, 4294967305), PLACE("n1", "0")), "\"layers\"[1] must be an integer from 0 to 9, not 4294967305" },
+		{ "{\"arachne_plan\":1,\"model\":\"toy\",\"micro_batch\":1,\"templates\":"
+		  "[{\"replicas\":4294967297,\"stages\":[" STAGE("fast", 1, 0, 9) "],\"placement\":[["
+		  PLACE("n1", "0") "]]}]}", "\"replicas\" must be an integer from 1 to 8, not 4294967297" },
+		/* Micro-batches that cover the batch many times over. */
+		{ "{\"arachne_plan\":1,\"model\":\"toy\",\"global_batch\":1,\"micro_batch\":1,\"templates\":"
+		  "[{\"replicas\":1,\"micro_batches\":256,\"stages\":[" STAGE("fast", 1, 0, 9) "],\"placement\":[["
+		  PLACE("n1", "0") "]]}]}", "give 256 micro-batches of 1 samples for a global batch of 1" },
+		{ "{\"arachne_plan\":1,\"model\":\"toy\",\"micro_batch\":1,\"templates\":"
+		  "[{\"replicas\":1,\"micro_batches\":1073741824,\"stages\":[" STAGE("fast", 1, 0, 9) "],\"placement\":[["
+		  PLACE("n1", "0") "]]}]}", "\"micro_batches\" must be an integer from 0 to 16777216" },
+		{ "{\"arachne_plan\":1,\"model\":\"toy\",\"micro_batch\":1,\"templates\":"
+		  "[{\"replicas\":1,\"micro_batches\":3,\"stages\":[" STAGE("fast", 1, 0, 9) "],\"placement\":[["
+		  PLACE("n1", "0") "]]}]}", "cover 3 samples of the global batch of 64" },
+		{ "{\"arachne_plan\":1,\"model\":\"toy\",\"global_batch\":-1,\"micro_batch\":1}",
+		  "\"global_batch\" must be an integer from 1 to 16777216, not -1" },
+		{ "{\"arachne_plan\":1,\"model\":\"toy\",\"micro_batch\":1,\"planner\":7}",
+		  "\"planner\" must be an object" },
 	};
 	const char *dir = fixture_create();
 	struct costmodel *cm = fixture_load(dir, "toy");

@@ -571,6 +571,65 @@ static void test_json_rejects_bad_files(void **state)
 	scenario_fini(&sc);
 }
 
+/*
+ * Numbers are read as 64 bits and bounded before they are narrowed: a
+ * round of 2^31 - 1 made the runner step through two billion empty
+ * rounds, 2^32 + 1 read as round 1, layer 2^32 as layer 0, and a count
+ * of 2^27 in a 420-byte file asked for 6 GB of blocks.
+ */
+static void test_json_bounds_numbers(void **state)
+{
+	static const struct {
+		int elem;
+		json_int_t value;
+		const char *msg;
+	} cases[] = {
+		{ 6, 2147483647, "round (element 6) must be an integer from 0 to" },
+		{ 6, 4294967297LL, "round (element 6) must be an integer from 0 to" },
+		{ 0, 4294967296LL, "layer (element 0) must be an integer from 0 to" },
+		{ 4, -1, "from (element 4) must be an integer from 0 to" },
+		{ 2, 1LL << 60, "lo (element 2) must be an integer from 0 to 1125899906842624" },
+	};
+	struct scenario sc;
+	struct migrate *m = diff_of("stages", &sc), *back = NULL;
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		json_t *j = migrate_to_json(m);
+		json_t *tuples = json_object_get(j, "tuples");
+		json_t *last = json_array_get(tuples, json_array_size(tuples) - 1);
+
+		json_array_set_new(last, cases[i].elem, json_integer(cases[i].value));
+		assert_int_equal(migrate_from_json(j, &back), -AR_EINVAL);
+		assert_null(back);
+		if (!strstr(ar_errmsg(), cases[i].msg))
+			fail_msg("case %zu: \"%s\" does not say \"%s\"", i,
+				 ar_errmsg(), cases[i].msg);
+		json_decref(j);
+	}
+
+	/* count 2^27: refused before a block is made. */
+	json_t *j = migrate_to_json(m);
+	json_t *t0 = json_array_get(json_object_get(j, "tuples"), 0);
+
+	while (json_array_size(t0) < 9)
+		json_array_append_new(t0, json_integer(0));
+	json_array_set_new(t0, 7, json_integer(1 << 27));
+	json_array_set_new(t0, 8, json_integer(1));
+	assert_int_equal(migrate_from_json(j, &back), -AR_EINVAL);
+	assert_non_null(strstr(ar_errmsg(), "count (element 7) must be an integer from 0 to 4194304"));
+	json_decref(j);
+
+	/* A node of 2^32 + 1 GPUs is not a node of one. */
+	j = migrate_to_json(m);
+	json_object_set_new(json_array_get(json_object_get(j, "nodes"), 0), "gpus",
+			    json_integer(4294967297LL));
+	assert_int_equal(migrate_from_json(j, &back), -AR_EINVAL);
+	assert_non_null(strstr(ar_errmsg(), "\"gpus\" must be an integer from 1 to 16"));
+	json_decref(j);
+	migrate_free(m);
+	scenario_fini(&sc);
+}
+
 static void test_bad_plans(void **state)
 {
 	struct scenario sc;
@@ -636,6 +695,7 @@ int main(void)
 		cmocka_unit_test(test_fresh_start_moves_nothing),
 		cmocka_unit_test(test_json_round_trip),
 		cmocka_unit_test(test_json_rejects_bad_files),
+		cmocka_unit_test(test_json_bounds_numbers),
 		cmocka_unit_test(test_bad_plans),
 		cmocka_unit_test(test_default_schedule_near_bound),
 	};

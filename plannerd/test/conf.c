@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -124,6 +125,51 @@ static void test_errors(void **state)
 	expect_conf_error("node_map = (\n { nodes = \"a\"; gpu = \"b\"; colour = \"c\"; } );\n",
 			  2, "unknown member \"colour\"");
 	expect_conf_error("budget_s = 1;\nplanner = = \"x\";\n", 2, "syntax error");
+	/* libconfig 1.5 reads an integer without L into 32 bits: these were
+	 * 1 and 0.  Strings and comments that hold big numbers are fine. */
+	expect_conf_error("# 99999999999\nplanner = \"4294967297\";\nworkers = 4294967297;\n",
+			  3, "4294967297 is out of range");
+	expect_conf_error("cache_entries = 0x100000000;\n", 1, "0x100000000 is out of range");
+	expect_conf_error("cache_entries = 4294967296L;\n", 1, "outside [0, 16777216]");
+	expect_conf_error("/* 1\n2 */ @include \"/etc/passwd\"\n", 2,
+			  "@include is not supported");
+}
+
+/* Bounded reads: no FIFO, no device, no file beyond 1 MiB. */
+static void test_bounded_reads(void **state)
+{
+	char fifo[] = "/tmp/plannerd-conf-fifo.XXXXXX";
+	struct conf *conf;
+	FILE *f;
+	int fd;
+
+	assert_int_equal(conf_create("/dev/zero", &conf), -AR_EINVAL);
+	assert_non_null(strstr(ar_errmsg(), "is a character device"));
+	fd = mkstemp(fifo);
+	assert_true(fd >= 0);
+	close(fd);
+	unlink(fifo);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	assert_int_equal(conf_create(fifo, &conf), -AR_EINVAL);
+	assert_non_null(strstr(ar_errmsg(), "is a FIFO"));
+	unlink(fifo);
+
+	/* A 10 MB comment line took libconfig 32 s. */
+	f = fopen(conf_path, "w");
+	assert_non_null(f);
+	fputc('#', f);
+	for (int i = 0; i < 10 << 20; i++)
+		fputc('x', f);
+	fputs("\nworkers = 2;\n", f);
+	fclose(f);
+	assert_int_equal(conf_create(conf_path, &conf), -AR_EINVAL);
+	assert_non_null(strstr(ar_errmsg(), "more than the limit of 1048576"));
+
+	/* A byte-order mark is skipped, not reported as a stray character. */
+	write_conf("\xef\xbb\xbfworkers = 3;\n");
+	assert_int_equal(conf_create(conf_path, &conf), 0);
+	assert_int_equal(conf->workers, 3);
+	conf_destroy(conf);
 }
 
 static void test_unknown_user(void **state)
@@ -185,7 +231,7 @@ static void test_directives(void **state)
 	fclose(f);
 	for (char *p = text; (p = strstr(p, ".TP\n")); p++)
 		n++;
-	assert_int_equal(n, 20);
+	assert_int_equal(n, 21);
 	assert_non_null(strstr(text, "\\fBbudget_s\\fR = \\fInumber\\fR (default: \\fB10\\fR)"));
 	assert_non_null(strstr(text, "\\fBnode_map\\fR = \\fIlist\\fR\n"));
 	free(text);
@@ -199,6 +245,7 @@ int main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_unknown_user),
 		cmocka_unit_test(test_missing_file),
+		cmocka_unit_test(test_bounded_reads),
 		cmocka_unit_test(test_show_config_round_trip),
 		cmocka_unit_test(test_directives),
 	};

@@ -84,8 +84,11 @@ static void test_put_get_reopen(void **state)
 	write_file("2.json.tmp.abcdef", "{\"arachne_job\":1,\"jo");
 	write_file("3.json", "{\"arachne_job\":1,");
 	write_file("4.json", "{\"job\":\"5\",\"uid\":1,\"request\":{},\"plan\":{}}");
+	/* a uid of -5 was read as 4294967291: a stranger's job */
+	write_file("6.json", "{\"job\":\"6\",\"uid\":-5,\"request\":{},\"plan\":{}}");
 	assert_int_equal(store_open(dir, &s), 0);
 	assert_int_equal(store_count(s), 1);
+	assert_int_equal(store_get(s, "6", &uid, NULL, NULL), -AR_ENOTFOUND);
 	assert_int_equal(store_get(s, "1", &uid, NULL, &got), 0);
 	assert_true(json_equal(doc, got));
 	json_decref(got);
@@ -108,6 +111,20 @@ static void test_key_is_canonical(void **state)
 	char *ka = store_request_key(a), *kb = store_request_key(b);
 
 	assert_string_equal(ka, kb);
+	free(ka);
+	free(kb);
+	json_decref(a);
+	json_decref(b);
+	/* The composition's name is a label: it does not make a request new. */
+	a = json_loads("{\"cluster\":{\"name\":\"slurm-job-1\",\"nodes\":[]},\"m\":1}", 0, NULL);
+	b = json_loads("{\"m\":1,\"cluster\":{\"nodes\":[],\"name\":\"slurm-job-2\"}}", 0, NULL);
+	ka = store_request_key(a);
+	kb = store_request_key(b);
+	assert_string_equal(ka, kb);
+	assert_null(strstr(ka, "slurm-job"));
+	/* ... and the request itself keeps it. */
+	assert_string_equal(json_string_value(json_object_get(json_object_get(a, "cluster"), "name")),
+			    "slurm-job-1");
 	free(ka);
 	free(kb);
 	json_decref(a);

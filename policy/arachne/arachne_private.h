@@ -386,6 +386,7 @@ void policy_partial_begin(struct policy_episode *ep, int depth);
 enum policy_draw {
 	POLICY_DRAW_GREEDY,		/* argmax */
 	POLICY_DRAW_SAMPLE,		/* from the softmax */
+	POLICY_DRAW_UNIFORM,		/* uniformly among the allowed: no network */
 };
 
 struct policy_rollout_opts {
@@ -420,7 +421,9 @@ void policy_trace_clear(struct policy_trace *tr);
 
 /*
  * policy_rollout() - one construction on @ep (reset first).  Leaves the
- * final plan in ep->plan and, with @opts->record, the decisions in @tr.
+ * final plan in ep->plan, the best prefix plan in ep->best and, with
+ * @opts->record, the decisions in @tr.  @net and @w may be NULL when
+ * every decision is drawn uniformly.
  */
 int policy_rollout(struct policy_episode *ep, const struct policy_net *net,
 		   struct policy_work *w, struct policy_rng *rng,
@@ -428,7 +431,9 @@ int policy_rollout(struct policy_episode *ep, const struct policy_net *net,
 		   struct policy_trace *tr);
 
 /* ---------------------------------------------------------------------
- * Inference (arachne.c) and training (train.c).
+ * Planning: the planner (arachne.c), the plans its local improvement
+ * starts from (starts.c) and the improvement itself (improve.c).  The
+ * planner edits a template as an array of stages.
  * ------------------------------------------------------------------- */
 
 /* The planner "arachne": what policy_plan() calls. */
@@ -443,20 +448,155 @@ int planner_arachne(const struct policy_request *req,
  */
 int policy_default_path(const struct costmodel *cm, char *buf, size_t len);
 
-/*
- * Re-fill a plan from a list of shapes in order; the throughput of the
- * result in *@thr (0 when the first does not fit).  Shapes that do not fit
- * are skipped.
- */
-int policy_shapes_evaluate(const struct costmodel *cm,
-			   const struct costmodel_cluster *cl,
-			   const struct costmodel_shape *shapes, int n,
-			   struct costmodel_plan **planp, double *thr,
-			   struct costmodel_pool *pool_out);
-
 /* Load the weights for @req (its path or the shipped default) into @net. */
 int policy_net_load_for(struct policy_net *net, const struct costmodel *cm,
 			const char *path);
+
+/*
+ * policy_explain_infeasible() - -AR_EINFEASIBLE with the reason no plan
+ * fits: what the fill says of the template that needs the least memory.
+ */
+int policy_explain_infeasible(const struct policy_request *req);
+
+/*
+ * A batch of constructions run in parallel: rollout k (first + i) draws
+ * from a generator seeded by (seed, k + 1), greedily for k = 0, sampled
+ * otherwise, or every decision uniformly when @net is NULL.
+ */
+#define POLICY_BATCH		32
+
+struct policy_batch {
+	const struct policy_env *env;
+	const struct policy_net *net;	/* NULL: uniform draws (no network) */
+	unsigned long seed;
+	int first;
+	int n;				/* rollouts in this batch, <= POLICY_BATCH */
+	struct policy_trace trace[POLICY_BATCH];
+	struct costmodel_plan *plan[POLICY_BATCH];	/* best plan of each; NULL: none */
+	int rc[POLICY_BATCH];
+	char err[POLICY_BATCH][256];
+	long priced[POLICY_BATCH];	/* templates each filled */
+};
+
+void policy_batch_run(struct policy_batch *b, int threads);
+/* Free what a run left (traces and plans), ready for the next. */
+void policy_batch_clear(struct policy_batch *b);
+/* The rollout with the fastest plan (the first of equals), or -1. */
+int policy_batch_best(const struct policy_batch *b);
+
+#define POLICY_MAX_TEMPLATES	(POLICY_MAX_STEPS + 4)	/* templates of a candidate plan */
+
+/* One stage of a template: a GPU type and its TP degree. */
+struct policy_stage {
+	int gpu;			/* costmodel GPU type */
+	int tp;
+};
+
+/* A structural template: its stages in pipeline order. */
+struct policy_template {
+	int depth;
+	struct policy_stage stage[POLICY_DMAX];
+};
+
+/* A candidate plan: templates the fill places in order. */
+struct policy_candidate {
+	struct policy_template t[POLICY_MAX_TEMPLATES];
+	int n;
+	double thr;			/* samples/s once priced; 0: nothing fits */
+};
+
+void policy_template_from_shape(struct policy_template *t,
+				const struct costmodel_shape *sh);
+void policy_template_to_shape(const struct policy_template *t,
+			      struct costmodel_shape *sh);
+bool policy_template_equal(const struct policy_template *a,
+			   const struct policy_template *b);
+/* Insert @st before stage @at (0..depth); the caller checks the room. */
+void policy_template_insert(struct policy_template *t, int at,
+			    struct policy_stage st);
+/* Remove stage @at. */
+void policy_template_remove(struct policy_template *t, int at);
+
+/*
+ * policy_candidate_fill() - fill @x's templates in order into a fresh
+ * plan, skipping those that no longer fit; x->thr is the result's
+ * throughput (0 when none fits).  The plan goes to *@planp and the GPUs
+ * left to *@left when they are not NULL (the caller frees both).
+ */
+int policy_candidate_fill(const struct policy_env *env,
+			  struct policy_candidate *x,
+			  struct costmodel_plan **planp,
+			  struct costmodel_pool *left);
+
+/*
+ * policy_candidates_price() - fill and price @n candidates on @threads
+ * threads (each x->thr set, 0 when it fails); returns the templates
+ * filled, the unit of plans_priced.
+ */
+long policy_candidates_price(const struct policy_env *env,
+			     struct policy_candidate *x, int n, int threads);
+
+/* Can a stage of GPU type @type run at TP @tp in this cluster at all? */
+bool policy_env_tp_usable(const struct policy_env *env, int type, int tp);
+/* Fewest stages of (@slot, TP index @k) that hold the model, or 0. */
+int policy_env_uniform_depth(const struct policy_env *env, int slot, int k);
+
+/*
+ * policy_structured_start() - the best of the structured plans (one
+ * template of every type or all but one in proportion to its GPUs, at
+ * each TP degree and depth; one pipeline per type) into *@out.  Returns
+ * 1 when one fits, 0 when none does; adds what it priced to *@priced.
+ */
+int policy_structured_start(const struct policy_env *env, int threads,
+			    struct policy_candidate *out, long *priced);
+
+/*
+ * policy_planner_starts() - with --seed-planners: the plans of the fast
+ * search planners (AMP; HexiScale up to 256 GPUs) as candidates; the best
+ * replaces *@out when faster, and the best plan as they priced it is
+ * kept in *@rawp (never worse than theirs, the caller may return it).
+ */
+void policy_planner_starts(const struct policy_request *req,
+			   const struct policy_env *env, int threads,
+			   struct policy_candidate *out,
+			   struct costmodel_plan **rawp, long *priced);
+
+/*
+ * policy_rollout_starts() - the @max best rollout plans of @tr[0..@n-1]
+ * with distinct templates, fastest first (the lowest index among equals),
+ * into @out; @ok[k] false skips rollout k.  Returns how many.
+ */
+int policy_rollout_starts(const struct policy_trace *tr, const bool *ok,
+			  int n, struct policy_candidate *out, int max);
+
+/* A bounded local improvement (improve.c). */
+struct policy_climb {
+	const struct policy_env *env;
+	int threads;
+	const struct planner_deadline *dl;
+	double work;			/* spent so far, in policy_candidate_work() units */
+	long priced;			/* templates filled so far */
+};
+
+/* What filling @x costs: per template, the cluster's nodes plus its stages times the layers. */
+double policy_candidate_work(const struct policy_env *env,
+			     const struct policy_candidate *x);
+
+/*
+ * policy_climb_run() - move @cur to its best neighbour while that gains,
+ * for at most @max_work more work and a bounded number of rounds.
+ */
+int policy_climb_run(struct policy_climb *c, struct policy_candidate *cur,
+		     double max_work);
+
+/* Move single layers across stage boundaries of *@planp while it gains. */
+int policy_layer_moves(const struct policy_env *env,
+		       struct costmodel_plan **planp, long *priced,
+		       const struct planner_deadline *dl);
+
+/* ---------------------------------------------------------------------
+ * Training (train.c).
+ * ------------------------------------------------------------------- */
 
 struct policy_train_opts {
 	const char *model;

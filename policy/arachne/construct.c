@@ -448,6 +448,15 @@ static int decide(const struct policy_net *net, struct policy_work *w,
 	int nc = policy_head_cands(d->head), a = -1;
 	float logp[POLICY_MAX_CANDS];
 
+	if (draw == POLICY_DRAW_UNIFORM) {	/* no network: the random ablation */
+		uint32_t m = forced_mask ? forced_mask : d->mask;
+
+		a = mask_nth(m, policy_rng_below(rng, mask_count(m)));
+		d->action = (uint8_t)a;
+		d->forced = 1;
+		d->old_logp = (float)-log(mask_count(m));
+		return a;
+	}
 	policy_net_forward(net, w, d, 1);
 	policy_log_softmax(w->logits, d->mask, nc, logp);
 
@@ -524,7 +533,8 @@ int policy_rollout(struct policy_episode *ep, const struct policy_net *net,
 		memset(d, 0, offsetof(struct policy_decision, x));
 		d->head = POLICY_HEAD_DEPTH;
 		d->mask = mask;
-		policy_state_build(ep, POLICY_HEAD_DEPTH, 0, d->x);
+		if (opts->draw != POLICY_DRAW_UNIFORM)
+			policy_state_build(ep, POLICY_HEAD_DEPTH, 0, d->x);
 		if (opts->forced_depth_p > 0 &&
 		    policy_rng_uniform(rng) < opts->forced_depth_p)
 			forced = mask & ~1u;
@@ -552,7 +562,8 @@ int policy_rollout(struct policy_episode *ep, const struct policy_net *net,
 			memset(d, 0, offsetof(struct policy_decision, x));
 			d->head = POLICY_HEAD_DEVICE;
 			d->mask = gmask;
-			policy_state_build(ep, POLICY_HEAD_DEVICE, 0, d->x);
+			if (opts->draw != POLICY_DRAW_UNIFORM)
+				policy_state_build(ep, POLICY_HEAD_DEVICE, 0, d->x);
 			slot = decide(net, w, rng, d, opts->draw, opts->temperature,
 				      opts->uniform_devices ? d->mask : 0);
 			ndec_step++;
@@ -564,7 +575,8 @@ int policy_rollout(struct policy_episode *ep, const struct policy_net *net,
 			d->head = POLICY_HEAD_TP;
 			d->slot = (uint8_t)slot;
 			d->mask = policy_mask_tp(ep, slot);
-			policy_state_build(ep, POLICY_HEAD_TP, slot, d->x);
+			if (opts->draw != POLICY_DRAW_UNIFORM)
+				policy_state_build(ep, POLICY_HEAD_TP, slot, d->x);
 			k = decide(net, w, rng, d, opts->draw, opts->temperature, 0);
 			ndec_step++;
 			policy_partial_push(ep, slot, k);

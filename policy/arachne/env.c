@@ -142,6 +142,28 @@ double policy_env_stage_capacity(const struct policy_env *env, int slot, int k,
 	return usable / per;
 }
 
+bool policy_env_tp_usable(const struct policy_env *env, int type, int tp)
+{
+	int slot = env->type_slot[type], k = __builtin_ctz(tp);
+
+	return slot >= 0 && k < POLICY_NUM_TP && tp <= env->largest_node[slot] &&
+	       env->speed[slot][k] > 0.0;
+}
+
+int policy_env_uniform_depth(const struct policy_env *env, int slot, int k)
+{
+	for (int d = 1; d <= POLICY_DMAX; d++) {
+		double held = 0.0;
+
+		for (int j = 0; j < d; j++)
+			held += floor(policy_env_stage_capacity(env, slot, k, j, d,
+								 env->type_gpus[slot]));
+		if (held >= env->blocks)
+			return d;
+	}
+	return 0;
+}
+
 /* Layers a pipeline must hold, in blocks: embedding and head by their weight. */
 static int env_blocks(const struct costmodel *cm, int gpu)
 {

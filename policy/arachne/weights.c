@@ -353,36 +353,20 @@ out:
 int policy_weights_load(struct policy_net *net, struct policy_meta *meta,
 			const char *path)
 {
-	unsigned char *buf = NULL;
-	size_t len = 0, cap = 0;
-	FILE *f;
+	char *buf;
+	size_t len;
 	int rc;
 
-	f = fopen(path, "rb");
-	if (!f) {
-		rc = -errno;
-		return ar_seterr(rc, "%s: cannot open policy weights: %s", path,
-				 ar_strerror(rc));
-	}
-	for (;;) {
-		size_t got;
+	/* A regular file of bounded size: --policy /dev/zero is refused. */
+	rc = ar_file_read(path, AR_LIMIT_POLICY_BYTES, &buf, &len);
+	if (rc < 0) {
+		char msg[768];
 
-		if (AR_GROW(buf, cap, len + 1, 1 << 16) < 0) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		got = fread(buf + len, 1, cap - len, f);
-		len += got;
-		if (got == 0)
-			break;
+		snprintf(msg, sizeof(msg), "%s", ar_errmsg());
+		return ar_seterr(rc, "cannot open policy weights: %s", msg);
 	}
-	if (ferror(f)) {
-		rc = ar_seterr(-EIO, "%s: read error", path);
-		goto out;
-	}
-	rc = policy_weights_parse(net, meta, buf, len, path);
-out:
-	fclose(f);
+	rc = policy_weights_parse(net, meta, (const unsigned char *)buf, len,
+				  path);
 	free(buf);
 	return rc;
 }

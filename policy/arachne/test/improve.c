@@ -1,0 +1,234 @@
+/*
+ * test/improve.c - the local improvement and the planner's ablations:
+ *   - a template's stages insert and remove in place, and a template
+ *     survives the round trip through the cost model's shape;
+ *   - a climb never ends below its start, ends on a plan the fill places
+ *     and the structural check accepts, at the throughput it reports, and
+ *     lifts a poor start;
+ *   - "random" prices as many templates as asked (within one
+ *     construction), gives the same plan whatever the threads, and never
+ *     uses the network;
+ *   - --no-climb returns the best rollout plan as built, which the full
+ *     planner never ends below; --seed-planners never ends below AMP.
+ */
+#define AR_INTERNAL 1
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ar.h"
+#include "arachne_private.h"
+#include "fixture.h"
+
+static char *dir;
+static struct costmodel *cm;
+static struct costmodel_cluster *mix;
+static char policy_path[4200];
+
+static const char *mix_json =
+	"{\"name\":\"mix\",\"nodes\":["
+	"{\"gpu\":\"big\",\"gpus_per_node\":8,\"count\":2},"
+	"{\"gpu\":\"mid\",\"gpus_per_node\":4,\"count\":4},"
+	"{\"gpu\":\"small\",\"gpus_per_node\":1,\"count\":10}]}";
+
+static int setup(void **state)
+{
+	const struct costmodel_cluster *fixed[1];
+	struct policy_train_result res;
+	struct policy_train_opts o = {
+		.model = "dense", .episodes = 4, .seed = 3, .threads = 2,
+		.group = 8, .batch = 1, .command = "test/improve.t", .quiet = true,
+		.nfixed = 1,
+	};
+
+	dir = pfix_create();
+	cm = fixture_load(dir, "dense");
+	mix = fixture_cluster(cm, mix_json);
+	snprintf(policy_path, sizeof(policy_path), "%s/policy.safetensors", dir);
+	fixed[0] = mix;
+	o.fixed = fixed;
+	o.out = policy_path;
+	return policy_train(cm, &o, &res);
+}
+
+static int teardown(void **state)
+{
+	costmodel_cluster_free(mix);
+	costmodel_destroy(cm);
+	fixture_destroy(dir);
+	return 0;
+}
+
+static void test_template_edits(void **state)
+{
+	struct policy_template t = { .depth = 3, .stage = { { 0, 1 }, { 1, 2 }, { 2, 4 } } };
+	struct policy_template u = t;
+	struct costmodel_shape sh;
+
+	policy_template_insert(&u, 1, (struct policy_stage){ 7, 8 });
+	assert_int_equal(u.depth, 4);
+	assert_int_equal(u.stage[1].gpu, 7);
+	assert_int_equal(u.stage[1].tp, 8);
+	assert_int_equal(u.stage[2].gpu, 1);
+	assert_int_equal(u.stage[3].tp, 4);
+	assert_false(policy_template_equal(&t, &u));
+	policy_template_remove(&u, 1);
+	assert_true(policy_template_equal(&t, &u));
+	policy_template_insert(&u, 3, (struct policy_stage){ 5, 1 });
+	assert_int_equal(u.stage[3].gpu, 5);
+	policy_template_remove(&u, 3);
+	assert_true(policy_template_equal(&t, &u));
+
+	policy_template_to_shape(&t, &sh);
+	assert_int_equal(sh.depth, 3);
+	assert_int_equal(sh.gpu[2], 2);
+	assert_int_equal(sh.tp[1], 2);
+	policy_template_from_shape(&u, &sh);
+	assert_true(policy_template_equal(&t, &u));
+}
+
+static void test_climb_never_descends(void **state)
+{
+	struct policy_env env;
+	struct planner_deadline dl = { .start = ar_now(), .end = ar_now() + 600 };
+	int small = costmodel_gpu_find(cm, "small");
+	struct policy_candidate x = { .n = 1 };
+	struct costmodel_plan *plan;
+	double start;
+
+	assert_int_equal(policy_env_init(&env, cm, mix), 0);
+	/* a poor start: the whole model on the slowest type, as deep as it must be */
+	x.t[0].depth = policy_env_uniform_depth(&env, env.type_slot[small], 0);
+	assert_true(x.t[0].depth > 0);
+	for (int s = 0; s < x.t[0].depth; s++)
+		x.t[0].stage[s] = (struct policy_stage){ small, 1 };
+	assert_int_equal(policy_candidate_fill(&env, &x, NULL, NULL), 0);
+	start = x.thr;
+	assert_true(start > 0.0);
+
+	for (int threads = 1; threads <= 2; threads++) {
+		struct policy_candidate y = x;
+		struct policy_climb c = { .env = &env, .threads = threads, .dl = &dl };
+
+		assert_int_equal(policy_climb_run(&c, &y, 1e9), 0);
+		print_message("# climb on %d threads: %.2f -> %.2f samples/s, %ld priced\n",
+			      threads, start, y.thr, c.priced);
+		assert_true(y.thr > 1.5 * start);	/* the big and mid GPUs join */
+		assert_true(c.priced > 0);
+		assert_true(c.work > 0.0);
+		assert_int_equal(policy_candidate_fill(&env, &y, &plan, NULL), 0);
+		assert_int_equal(costmodel_plan_check(cm, mix, plan), 0);
+		assert_float_equal(plan->predicted.samples_per_s, y.thr, 1e-9 * y.thr);
+		costmodel_plan_free(plan);
+	}
+
+	/* no work allowed: nothing moves */
+	{
+		struct policy_candidate y = x;
+		struct policy_climb c = { .env = &env, .threads = 1, .dl = &dl };
+
+		assert_int_equal(policy_climb_run(&c, &y, 0.0), 0);
+		assert_float_equal(y.thr, start, 0.0);
+		assert_true(policy_template_equal(&y.t[0], &x.t[0]));
+	}
+}
+
+static struct costmodel_plan *plan_with(struct policy_request req)
+{
+	struct costmodel_plan *plan = NULL;
+
+	req.cm = cm;
+	req.cl = mix;
+	req.budget_s = 60;
+	req.quiet = true;
+	assert_int_equal(policy_plan(&req, &plan), 0);
+	assert_int_equal(costmodel_plan_check(cm, mix, plan), 0);
+	return plan;
+}
+
+static void test_random_planner(void **state)
+{
+	struct costmodel_plan *a, *b, *c;
+
+	a = plan_with((struct policy_request){ .planner = "random", .seed = 4,
+					       .threads = 1, .evaluations = 100 });
+	b = plan_with((struct policy_request){ .planner = "random", .seed = 4,
+					       .threads = 2, .evaluations = 100,
+					       .policy_path = "/nonexistent" });
+	c = plan_with((struct policy_request){ .planner = "random", .seed = 4,
+					       .threads = 2 });
+	assert_string_equal(a->planner, "random");
+	assert_true(a->plans_priced >= 100);
+	assert_true(a->plans_priced < 100 + POLICY_MAX_STEPS);
+	assert_int_equal(a->plans_priced, b->plans_priced);
+	assert_float_equal(a->predicted.samples_per_s, b->predicted.samples_per_s, 0.0);
+	/* the default: one batch of constructions, at least a template each */
+	assert_true(c->plans_priced >= POLICY_BATCH);
+	costmodel_plan_free(a);
+	costmodel_plan_free(b);
+	costmodel_plan_free(c);
+}
+
+static void test_ablations(void **state)
+{
+	struct policy_request req = { .planner = "arachne", .seed = 2, .threads = 2,
+				      .policy_path = policy_path };
+	struct costmodel_plan *full, *policy, *seeded, *amp;
+	struct policy_env env;
+	struct policy_net net;
+	struct policy_batch *batch = calloc(1, sizeof(*batch));
+	int best;
+
+	full = plan_with(req);
+	req.no_climb = true;
+	policy = plan_with(req);
+	req.no_climb = false;
+	req.seed_planners = true;
+	seeded = plan_with(req);
+	amp = plan_with((struct policy_request){ .planner = "amp", .threads = 2 });
+	print_message("# policy %.2f, full %.2f, seeded %.2f, amp %.2f samples/s\n",
+		      policy->predicted.samples_per_s, full->predicted.samples_per_s,
+		      seeded->predicted.samples_per_s, amp->predicted.samples_per_s);
+
+	/* --no-climb: the best of the same rollouts, as built */
+	assert_non_null(batch);
+	assert_int_equal(policy_env_init(&env, cm, mix), 0);
+	assert_int_equal(policy_net_load_for(&net, cm, policy_path), 0);
+	*batch = (struct policy_batch){ .env = &env, .net = &net, .seed = 2,
+					.n = POLICY_BATCH };
+	policy_batch_run(batch, 1);
+	best = policy_batch_best(batch);
+	assert_true(best >= 0);
+	assert_float_equal(policy->predicted.samples_per_s,
+			   batch->plan[best]->predicted.samples_per_s, 0.0);
+	policy_batch_clear(batch);
+	free(batch);
+	policy_net_fini(&net);
+
+	assert_true(full->predicted.samples_per_s >= policy->predicted.samples_per_s);
+	assert_true(full->plans_priced > policy->plans_priced);
+	assert_true(seeded->predicted.samples_per_s >= amp->predicted.samples_per_s);
+	costmodel_plan_free(full);
+	costmodel_plan_free(policy);
+	costmodel_plan_free(seeded);
+	costmodel_plan_free(amp);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_template_edits),
+		cmocka_unit_test(test_climb_never_descends),
+		cmocka_unit_test(test_random_planner),
+		cmocka_unit_test(test_ablations),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
