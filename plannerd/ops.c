@@ -7,7 +7,8 @@
  *
  * Authorization (SO_PEERCRED): root and slurm_user may act on any job;
  * any other uid may plan only as itself and read, replan or forget only
- * the jobs it owns.  A job's owner is the user its plan request named.
+ * the jobs it owns; to it, other users' jobs do not exist.  A job's
+ * owner is the user its plan request named.
  */
 #include "config.h"
 
@@ -27,14 +28,17 @@ static bool ops_is_privileged(const struct conf *conf, uid_t uid)
 	return uid == 0 || uid == conf->slurm_uid;
 }
 
-/* May peer @uid act on a job owned by @owner? */
+/*
+ * May peer @uid act on a job owned by @owner?  Another user's job is
+ * answered as no job at all, in the words of store_get(): neither its
+ * existence nor its owner is anyone else's business.
+ */
 static int ops_authorize(const struct conf *conf, uid_t uid, uid_t owner,
 			 const char *job)
 {
 	if (ops_is_privileged(conf, uid) || uid == owner)
 		return 0;
-	return ar_seterr(-AR_EPERM, "uid %lu may not act on job %s (owned by uid %lu)",
-			 (unsigned long)uid, job, (unsigned long)owner);
+	return ar_seterr(-AR_ENOTFOUND, "job %s: no stored plan", job);
 }
 
 static int ops_owner_resolve(const struct req *req, uid_t *ownerp)
@@ -178,10 +182,10 @@ static int ops_plan(struct daemon *d, struct gen *gen, struct conn *c,
 		return ar_seterr(-AR_EPERM, "uid %lu may plan only as itself, not as uid %lu",
 				 (unsigned long)c->uid, (unsigned long)owner);
 	rc = store_get(d->store, req->job, &old_owner, &old_key, &doc);
-	if (rc == 0) {
-		rc = ops_authorize(conf, c->uid, old_owner, req->job);
-		if (rc < 0)
-			goto out;
+	if (rc == 0 && !ops_is_privileged(conf, c->uid) && old_owner != c->uid) {
+		/* A plan cannot hide that the id is taken; it hides by whom. */
+		rc = ar_seterr(-AR_EPERM, "job %s is another user's", req->job);
+		goto out;
 	}
 	rc = ops_request_normalize(d, conf, req, NULL, &request);
 	if (rc < 0)
