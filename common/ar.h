@@ -58,6 +58,8 @@ void ar_clearerr(void);
  * syslog after ar_log_open(..., true).  Priorities are syslog's.
  */
 void ar_log_open(const char *ident, bool use_syslog, int max_priority);
+/* Prefix stderr lines with the local time (a daemon in the foreground). */
+void ar_log_timestamps(bool on);
 void ar_log_close(void);
 void ar_log(int priority, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

@@ -9,6 +9,7 @@
 
 static const char *log_ident = "arachne";
 static bool log_syslog;
+static bool log_stamps;
 static int log_max = LOG_INFO;
 
 static const char *const log_names[] = {
@@ -33,6 +34,11 @@ void ar_log_close(void)
 	log_syslog = false;
 }
 
+void ar_log_timestamps(bool on)
+{
+	log_stamps = on;
+}
+
 int ar_log_level_parse(const char *name)
 {
 	for (int p = LOG_EMERG; p <= LOG_DEBUG; p++)
@@ -48,6 +54,16 @@ void ar_vlog(int priority, const char *fmt, va_list ap)
 	if (log_syslog) {
 		vsyslog(priority, fmt, ap);
 		return;
+	}
+	if (log_stamps) {
+		struct timespec ts;
+		struct tm tm;
+		char when[32];
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		localtime_r(&ts.tv_sec, &tm);
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+		fprintf(stderr, "%s.%03ld ", when, ts.tv_nsec / 1000000);
 	}
 	fprintf(stderr, "%s: %s: ", log_ident, log_names[priority & 7]);
 	vfprintf(stderr, fmt, ap);

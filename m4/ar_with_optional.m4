@@ -101,18 +101,54 @@ AC_DEFUN([AR_WITH_NCCL], [
 AC_DEFUN([AR_WITH_SLURM], [
   AC_ARG_WITH([slurm],
     [AS_HELP_STRING([--with-slurm@<:@=check|yes|no|PATH@:>@],
-      [Slurm SPANK headers for the arachne.so plugin @<:@default=check@:>@])],
+      [Slurm's headers (slurm/spank.h, for the arachne.so plugin) and
+       libslurm (for arachnectl's elastic commands and plannerd's pruning
+       of finished jobs) @<:@default=check@:>@])],
     [], [with_slurm=check])
   AC_ARG_WITH([slurm-plugindir],
     [AS_HELP_STRING([--with-slurm-plugindir=DIR],
-      [where arachne.so is installed @<:@default=LIBDIR/slurm-wlm@:>@])],
-    [], [with_slurm_plugindir='${libdir}/slurm-wlm'])
+      [where arachne.so is installed @<:@default: the directory of the
+       installed Slurm's plugins, found next to libslurm (Debian:
+       /usr/lib/x86_64-linux-gnu/slurm-wlm)@:>@])],
+    [], [with_slurm_plugindir=])
   ar_have_slurm=no
+  ar_have_libslurm=no
   AS_IF([test "x$with_slurm" != xno], [
     _AR_OPT_PATHS([SLURM], [$with_slurm], [include], [lib lib64])
     ar_save_CPPFLAGS=$CPPFLAGS; CPPFLAGS="$CPPFLAGS $SLURM_CPPFLAGS"
+    ar_save_LDFLAGS=$LDFLAGS; LDFLAGS="$LDFLAGS $SLURM_LDFLAGS"
     AC_CHECK_HEADER([slurm/spank.h], [ar_have_slurm=yes])
-    CPPFLAGS=$ar_save_CPPFLAGS])
+    AS_IF([test "x$ar_have_slurm" = xyes],
+      [AC_CHECK_LIB([slurm], [slurm_load_job],
+        [ar_have_libslurm=yes; SLURM_LIBS=-lslurm])])
+    CPPFLAGS=$ar_save_CPPFLAGS; LDFLAGS=$ar_save_LDFLAGS])
   _AR_OPT_FINISH([slurm], [SLURM], [ar_have_slurm], [$with_slurm], [slurm/spank.h (Debian: libslurm-dev)])
+  AS_IF([test "x$ar_have_libslurm" = xyes],
+    [AC_DEFINE([HAVE_LIBSLURM], [1], [Define if libslurm can be linked])])
+  AM_CONDITIONAL([HAVE_LIBSLURM], [test "x$ar_have_libslurm" = xyes])
+
+  # Slurm loads plugins from its PluginDir only.  Unless told, install
+  # arachne.so where the installed Slurm keeps its own plugins: next to
+  # libslurm, in slurm-wlm/ (Debian) or slurm/ (Slurm's own default).
+  AC_MSG_CHECKING([for Slurm's plugin directory])
+  AS_IF([test -z "$with_slurm_plugindir" && test "x$ar_have_slurm" = xyes], [
+    ar_libdirs=
+    AS_CASE([$with_slurm], [yes|check|no], [
+      ar_lib=`$CC $SLURM_LDFLAGS -print-file-name=libslurm.so 2>/dev/null`
+      AS_IF([test -n "$ar_lib" && test "x$ar_lib" != xlibslurm.so],
+        [ar_libdirs=`cd "\`dirname "$ar_lib"\`" && pwd -P`])
+      ar_libdirs="$ar_libdirs /usr/lib64 /usr/lib /usr/local/lib"],
+      [ar_libdirs="$with_slurm/lib64 $with_slurm/lib"])
+    for ar_d in $ar_libdirs; do
+      for ar_sub in slurm-wlm slurm; do
+        AS_IF([test -z "$with_slurm_plugindir" && ls "$ar_d/$ar_sub"/*.so >/dev/null 2>&1],
+          [with_slurm_plugindir="$ar_d/$ar_sub"])
+      done
+    done])
+  AS_IF([test -z "$with_slurm_plugindir"], [
+    with_slurm_plugindir='${libdir}/slurm'
+    AS_IF([test "x$ar_have_slurm" = xyes],
+      [AC_MSG_WARN([no Slurm plugin directory found: arachne.so goes to LIBDIR/slurm; give --with-slurm-plugindir=DIR (scontrol show config | grep PluginDir)])])])
+  AC_MSG_RESULT([$with_slurm_plugindir])
   AC_SUBST([SLURM_PLUGINDIR], [$with_slurm_plugindir])
 ])

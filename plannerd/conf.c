@@ -85,6 +85,8 @@ static const struct conf_directive conf_directives[] = {
 	  "Connections served at once; further clients get a busy error." },
 	{ "cache_entries", CONF_INT, OFF(cache_entries), 0, "1024", 0, 1 << 24,
 	  "Answers kept for identical plan requests (0: no cache)." },
+	{ "prune_interval_s", CONF_DOUBLE, OFF(prune_interval_s), 0, "300",
+	  0, 1e6, "At start and then this often, stored jobs that slurmctld reports over (or no longer knows) are forgotten (0: never). Needs plannerd built with libslurm." },
 	{ "inter_node_gbps", CONF_DOUBLE, OFF(inter_node_gbps), 0, "0", 0, 1e6,
 	  "Network bandwidth of one node in Gbit/s, for compositions that give no inter_node_gbps (0: the GPU profiles' own)." },
 	{ "gres_map", CONF_GRES_MAP, OFF(gres_map), OFF(ngres_map), NULL, 0, 0,

@@ -38,6 +38,7 @@ struct conf {
 	double client_timeout_s;	/* idle time before a client is dropped */
 	int max_clients;		/* connections open at once */
 	int cache_entries;		/* answers kept for identical requests */
+	double prune_interval_s;	/* ask slurmctld about stored jobs; 0: never */
 	double inter_node_gbps;		/* > 0: default network bandwidth */
 	struct conf_map *gres_map;	/* GRES type -> GPU profile */
 	size_t ngres_map;

@@ -175,6 +175,7 @@ int main(int argc, char **argv)
 		.listen_fd = -1, .epoll_fd = -1, .signal_fd = -1, .wake_fd = -1,
 	};
 	struct args a = { 0 };
+	struct prune *prune = NULL;
 	const struct conf *conf;
 	int detach_fd = -1, rc;
 	bool detached = false;
@@ -203,6 +204,8 @@ int main(int argc, char **argv)
 	rc = conf_check_site(conf);
 	if (rc < 0)
 		goto out_gen;
+	/* systemd's journal stamps lines itself; a terminal or a file does not. */
+	ar_log_timestamps(!getenv("JOURNAL_STREAM"));
 	rc = topo_load(d.topology_path, &d.topo);
 	if (rc < 0)
 		goto out_gen;
@@ -242,6 +245,9 @@ int main(int argc, char **argv)
 	rc = loop_init(&d);
 	if (rc < 0)
 		goto out_pool;
+	rc = prune_start(&d, &prune);
+	if (rc < 0)
+		goto out_pool;
 
 	ar_log(LOG_NOTICE, "plannerd %s serving %s: %zu stored plans, planner %s, node %s with %d GPUs (%s)",
 	       PACKAGE_VERSION, conf->socket_path, store_count(d.store),
@@ -251,6 +257,7 @@ int main(int argc, char **argv)
 	notify_send("READY=1");
 
 	rc = loop_run(&d);
+	prune_stop(prune);
 	if (rc == 0)
 		ar_log(LOG_NOTICE, "plannerd stopped");
 

@@ -22,6 +22,7 @@
 #include "compose.h"
 #include "planner.h"
 #include "plannerd.h"
+#include "slurmjobs.h"
 
 static bool ops_is_privileged(const struct conf *conf, uid_t uid)
 {
@@ -39,6 +40,32 @@ static int ops_authorize(const struct conf *conf, uid_t uid, uid_t owner,
 	if (ops_is_privileged(conf, uid) || uid == owner)
 		return 0;
 	return ar_seterr(-AR_ENOTFOUND, "job %s: no stored plan", job);
+}
+
+/*
+ * Job ids are reused (a slurmctld whose state was cleared starts from 1
+ * again), so a stored plan of another user may belong to an earlier job;
+ * slurmctld knows who owns the id now.  On a worker, for a request whose job id holds another user's stored
+ * plan: go on only when slurmctld says the id is now the requester's, and
+ * say in the log that the old plan goes.
+ */
+static int ops_reclaim_check(const struct task *task)
+{
+	uid_t now;
+	int rc;
+
+	if (task->reclaim_from < 0)
+		return 0;
+	rc = sjob_owner(task->req.job, &now);
+	if (rc == 0 && now == task->owner) {
+		ar_log(LOG_NOTICE, "job %s: the stored plan of uid %ld was an earlier job with this id; slurmctld says uid %lu owns it now",
+		       task->req.job, task->reclaim_from,
+		       (unsigned long)task->owner);
+		return 0;
+	}
+	return ar_seterr(-AR_EPERM, "job %s is another user's%s",
+			 task->req.job,
+			 rc == 0 ? "" : "; slurmctld could not say who owns it now");
 }
 
 static int ops_owner_resolve(const struct req *req, uid_t *ownerp)
@@ -118,9 +145,12 @@ static int ops_forget(struct daemon *d, const struct conf *conf, uid_t peer,
 		rc = ops_authorize(conf, peer, owner, req->job);
 	if (rc == 0)
 		rc = store_forget(d->store, req->job);
-	if (rc == 0)
+	if (rc == 0) {
+		ar_log(LOG_INFO, "job %s: forgotten (asked by uid %lu)",
+		       req->job, (unsigned long)peer);
 		*bodyp = json_pack("{s:s, s:s}", "op", "forget",
 				   "job", req->job);
+	}
 	return rc;
 }
 
@@ -173,6 +203,7 @@ static int ops_plan(struct daemon *d, struct gen *gen, struct conn *c,
 	char *key = NULL, *old_key = NULL;
 	struct task *task;
 	uid_t owner, old_owner;
+	bool reclaim = false;
 	int rc;
 
 	rc = ops_owner_resolve(req, &owner);
@@ -181,11 +212,19 @@ static int ops_plan(struct daemon *d, struct gen *gen, struct conn *c,
 	if (!ops_is_privileged(conf, c->uid) && owner != c->uid)
 		return ar_seterr(-AR_EPERM, "uid %lu may plan only as itself, not as uid %lu",
 				 (unsigned long)c->uid, (unsigned long)owner);
-	rc = store_get(d->store, req->job, &old_owner, &old_key, &doc);
-	if (rc == 0 && !ops_is_privileged(conf, c->uid) && old_owner != c->uid) {
-		/* A plan cannot hide that the id is taken; it hides by whom. */
-		rc = ar_seterr(-AR_EPERM, "job %s is another user's", req->job);
-		goto out;
+	/*
+	 * Another user's stored plan belongs to an earlier job with this id
+	 * when slurmctld says so; the worker asks it, off the loop.
+	 */
+	if (store_get(d->store, req->job, &old_owner, &old_key, &doc) == 0 &&
+	    old_owner != owner &&
+	    ops_authorize(conf, c->uid, old_owner, req->job) < 0) {
+		if (!sjob_supported()) {
+			/* A plan cannot hide that the id is taken; it hides by whom. */
+			rc = ar_seterr(-AR_EPERM, "job %s is another user's", req->job);
+			goto out;
+		}
+		reclaim = true;
 	}
 	rc = ops_request_normalize(d, conf, req, NULL, &request);
 	if (rc < 0)
@@ -195,7 +234,8 @@ static int ops_plan(struct daemon *d, struct gen *gen, struct conn *c,
 		rc = -ENOMEM;
 		goto out;
 	}
-	if (doc && old_owner == owner && strcmp(old_key, key) == 0) {
+	if (doc && !reclaim && old_owner == owner &&
+	    strcmp(old_key, key) == 0) {
 		atomic_fetch_add(&d->stats.cache_hits, 1);
 		*bodyp = ops_plan_body(req->job, json_object_get(doc, "plan"),
 				       true);
@@ -213,6 +253,7 @@ static int ops_plan(struct daemon *d, struct gen *gen, struct conn *c,
 	task->owner = owner;
 	task->request = request;
 	task->key = key;
+	task->reclaim_from = reclaim ? (long)old_owner : -1;
 	request = NULL;
 	key = NULL;
 	*taskp = task;
@@ -224,22 +265,53 @@ out:
 	return rc;
 }
 
+/*
+ * replan on the loop: the owner is the stored job's; a daemon that never
+ * saw the job takes the request's word (its "user", else the caller) when
+ * the request carries the previous plan, authorized as a plan would be.
+ */
+#define REPLAN_UNKNOWN "job %s: no stored plan on this daemon; send the plan the job runs now as \"previous\" (PROTOCOL.md)"
+
 static int ops_replan(struct daemon *d, struct gen *gen, struct conn *c,
 		      struct req *req, struct task **taskp)
 {
+	const struct conf *conf = gen->conf;
 	struct task *task;
-	uid_t owner;
+	uid_t owner = c->uid, claimed = c->uid;
+	bool reclaim = false;
 	int rc;
 
+	if (req->user[0] || req->uid >= 0) {
+		rc = ops_owner_resolve(req, &claimed);
+		if (rc < 0)
+			return rc;
+	}
 	rc = store_get(d->store, req->job, &owner, NULL, NULL);
-	if (rc == 0)
-		rc = ops_authorize(gen->conf, c->uid, owner, req->job);
+	if (rc == 0) {
+		rc = ops_authorize(conf, c->uid, owner, req->job);
+		if (rc < 0 && req->previous_plan && claimed == c->uid &&
+		    sjob_supported()) {
+			reclaim = true;	/* the worker asks slurmctld */
+			rc = 0;
+		} else if (rc < 0) {
+			/* Another user's job reads as one this daemon lacks. */
+			rc = ar_seterr(-AR_ENOTFOUND, REPLAN_UNKNOWN, req->job);
+		}
+	} else if (rc == -AR_ENOTFOUND && req->previous_plan) {
+		owner = claimed;
+		rc = ops_is_privileged(conf, c->uid) || owner == c->uid ? 0 :
+		     ar_seterr(-AR_EPERM, "uid %lu may replan only as itself, not as uid %lu",
+			       (unsigned long)c->uid, (unsigned long)owner);
+	} else if (rc == -AR_ENOTFOUND) {
+		rc = ar_seterr(-AR_ENOTFOUND, REPLAN_UNKNOWN, req->job);
+	}
 	if (rc < 0)
 		return rc;
 	task = calloc(1, sizeof(*task));
 	if (!task)
 		return -ENOMEM;
-	task->owner = owner;
+	task->owner = reclaim ? claimed : owner;
+	task->reclaim_from = reclaim ? (long)owner : -1;
 	*taskp = task;
 	return 0;
 }
@@ -331,9 +403,13 @@ static json_t *ops_job_doc(const char *job, uid_t owner, const char *user,
 static int ops_task_plan(struct task *task, json_t **bodyp)
 {
 	struct daemon *d = task->d;
-	json_t *plan = json_incref(task->cached), *doc = NULL;
-	int rc = 0;
+	json_t *plan = NULL, *doc = NULL;
+	int rc;
 
+	rc = ops_reclaim_check(task);
+	if (rc < 0)
+		return rc;
+	plan = json_incref(task->cached);
 	if (!plan) {
 		rc = planner_plan(task->gen->planner, task->request, &plan);
 		if (rc < 0)
@@ -354,55 +430,140 @@ static int ops_task_plan(struct task *task, json_t **bodyp)
 	return rc;
 }
 
-/* replan on a worker: plan the new composition, decide, store, answer. */
+/*
+ * The model spec of a replan: the request's, else the stored job's, else
+ * the previous plan's model, batch and sequence length with the
+ * configured planner and budget.  A new reference, or NULL.
+ */
+static json_t *ops_replan_model(const struct conf *conf, const struct req *req,
+				const json_t *doc)
+{
+	const json_t *plan = req->previous_plan;
+
+	if (req->model[0])
+		return NULL;	/* ops_request_normalize() takes it from req */
+	if (doc)
+		return json_incref(json_object_get(json_object_get(doc, "request"),
+						   "model"));
+	return json_pack("{s:O, s:O, s:O, s:s, s:f}",
+			 "name", json_object_get(plan, "model"),
+			 "global_batch", json_object_get(plan, "global_batch"),
+			 "seq_len", json_object_get(plan, "seq_len"),
+			 "planner", conf->planner, "budget_s", conf->budget_s);
+}
+
+/*
+ * replan on a worker: plan the new composition, decide, store, answer.
+ * The old plan is the request's "previous" when it has one (the job's
+ * plan directory is the truth; this daemon's store may be stale or
+ * empty), else the stored one.
+ */
 static int ops_task_replan(struct task *task, json_t **bodyp)
 {
 	struct daemon *d = task->d;
 	const struct conf *conf = task->gen->conf;
+	const struct req *req = &task->req;
 	json_t *doc = NULL, *request = NULL, *answer = NULL, *newdoc = NULL;
-	double horizon = task->req.horizon_s > 0 ? task->req.horizon_s :
+	json_t *old_request = NULL, *model = NULL, *old_cluster = NULL;
+	const json_t *old_plan;
+	double horizon = req->horizon_s > 0 ? req->horizon_s :
 			 conf->replan_horizon_s;
-	json_t *old_request;
-	uid_t owner;
+	const char *user = req->user;
+	uid_t owner = task->owner;
 	int rc;
 
+	rc = ops_reclaim_check(task);
+	if (rc < 0)
+		goto out;
 	/* The job may have changed since the loop looked; look again. */
-	rc = store_get(d->store, task->req.job, &owner, NULL, &doc);
-	if (rc == 0)
-		rc = ops_authorize(conf, task->peer_uid, owner, task->req.job);
+	rc = store_get(d->store, req->job, &owner, NULL, &doc);
+	if (rc == -AR_ENOTFOUND && req->previous_plan)
+		rc = 0;		/* a job this daemon never saw */
+	else if (rc == 0 && task->reclaim_from < 0)
+		rc = ops_authorize(conf, task->peer_uid, owner, req->job);
+	if (task->reclaim_from >= 0 || !doc)
+		owner = task->owner;
 	if (rc < 0)
 		goto out;
-	old_request = json_object_get(doc, "request");
-	rc = ops_request_normalize(d, conf, &task->req,
-				   json_object_get(old_request, "model"),
-				   &request);
+	if (task->reclaim_from >= 0) {
+		json_decref(doc);
+		doc = NULL;
+	}
+	if (!user[0] && doc && json_is_string(json_object_get(doc, "user")))
+		user = json_string_value(json_object_get(doc, "user"));
+	model = ops_replan_model(conf, req, doc);
+	rc = ops_request_normalize(d, conf, req, model, &request);
 	if (rc < 0)
 		goto out;
-	rc = planner_replan(task->gen->planner, old_request,
-			    json_object_get(doc, "plan"), request, horizon,
-			    &answer);
+	if (req->previous_plan) {
+		rc = compose_normalize(conf, &d->topo, req->previous_cluster,
+				       &old_cluster);
+		if (rc < 0) {
+			char msg[512];
+
+			snprintf(msg, sizeof(msg), "%s", ar_errmsg());
+			rc = ar_seterr(rc, "previous.cluster: %s", msg);
+			goto out;
+		}
+		old_request = json_pack("{s:O, s:O}", "model",
+					json_object_get(request, "model"),
+					"cluster", old_cluster);
+		old_plan = req->previous_plan;
+	} else {
+		old_request = json_incref(json_object_get(doc, "request"));
+		old_plan = json_object_get(doc, "plan");
+	}
+	if (!old_request) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = planner_replan(task->gen->planner, old_request, old_plan, request,
+			    horizon, &answer);
 	if (rc < 0)
 		goto out;
 	atomic_fetch_add(&d->stats.replans, 1);
 	/* Kept or not, the job now runs on the new composition. */
-	newdoc = ops_job_doc(task->req.job, owner,
-			     json_string_value(json_object_get(doc, "user")) ?
-			     json_string_value(json_object_get(doc, "user")) : "",
-			     request, json_object_get(answer, "plan"));
-	rc = newdoc ? store_put(d->store, task->req.job, owner, newdoc) :
-	     -ENOMEM;
+	newdoc = ops_job_doc(req->job, owner, user, request,
+			     json_object_get(answer, "plan"));
+	rc = newdoc ? store_put(d->store, req->job, owner, newdoc) : -ENOMEM;
 	if (rc < 0)
 		goto out;
 	json_object_set_new(answer, "op", json_string("replan"));
-	json_object_set_new(answer, "job", json_string(task->req.job));
+	json_object_set_new(answer, "job", json_string(req->job));
 	*bodyp = answer;
 	answer = NULL;
 out:
 	json_decref(doc);
+	json_decref(model);
+	json_decref(old_cluster);
+	json_decref(old_request);
 	json_decref(request);
 	json_decref(answer);
 	json_decref(newdoc);
 	return rc;
+}
+
+/* What a log line says of an answer: a plan's source, a replan's verdict. */
+static void ops_log_answer(const struct task *task, const json_t *body)
+{
+	const char *job = task->req.job;
+	unsigned long uid = (unsigned long)task->peer_uid;
+
+	if (task->req.op == REQ_PLAN) {
+		ar_log(LOG_INFO, "job %s: plan answered for uid %lu (%s)", job,
+		       uid, json_is_true(json_object_get(body, "cached")) ?
+		       "from the cache" : "planned");
+		return;
+	}
+	if (json_is_true(json_object_get(body, "kept")))
+		ar_log(LOG_INFO, "job %s: replan answered for uid %lu: the job keeps its plan (%s)",
+		       job, uid, json_string_value(json_object_get(body, "reason")));
+	else
+		ar_log(LOG_INFO, "job %s: replan answered for uid %lu: the job moves to a new plan, %.4g -> %.4g samples/s, %.3f s of migration",
+		       job, uid,
+		       json_number_value(json_object_get(body, "old_samples_per_s")),
+		       json_number_value(json_object_get(body, "new_samples_per_s")),
+		       json_number_value(json_object_get(body, "migration_s")));
 }
 
 void ops_task_run(struct task *task)
@@ -420,8 +581,7 @@ void ops_task_run(struct task *task)
 		task->failed = true;
 		return;
 	}
-	ar_log(LOG_INFO, "job %s: %s answered for uid %lu", task->req.job,
-	       req_op_name(task->req.op), (unsigned long)task->peer_uid);
+	ops_log_answer(task, body);
 	task->reply = req_reply_ok(task->req.id, body);
 }
 

@@ -69,6 +69,11 @@ struct task {
 	json_t *request;		/* plan: the normalized request */
 	char *key;			/* plan: its store_request_key() */
 	json_t *cached;			/* plan: a cached plan to store */
+	/*
+	 * The uid whose stored plan of this job id the request would
+	 * replace when slurmctld confirms the id changed hands; -1: none.
+	 */
+	long reclaim_from;
 	char *reply;			/* the answer line */
 	bool failed;			/* the answer is an error */
 };
@@ -138,6 +143,11 @@ void loop_fini(struct daemon *d);
 /* sock.c */
 int sock_listen(const struct conf *conf, ino_t *inop);
 void sock_unlink(const char *path, ino_t ino);
+
+/* prune.c: forget stored jobs slurmctld reports over (with libslurm). */
+struct prune;
+int prune_start(struct daemon *d, struct prune **pp);
+void prune_stop(struct prune *p);
 
 /* notify.c: sd_notify(3)'s protocol; a no-op outside systemd. */
 void notify_send(const char *state);

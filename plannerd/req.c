@@ -21,8 +21,10 @@ static const char *const req_keys_plan[] = {
 	"op", "id", "job", "user", "model", "cluster", NULL
 };
 static const char *const req_keys_replan[] = {
-	"op", "id", "job", "cluster", "horizon_s", NULL
+	"op", "id", "job", "cluster", "horizon_s", "user", "model", "previous",
+	NULL
 };
+static const char *const req_keys_previous[] = { "plan", "cluster", NULL };
 static const char *const req_keys_model[] = {
 	"name", "global_batch", "seq_len", "planner", "budget_s", NULL
 };
@@ -183,6 +185,37 @@ static int req_user_parse(const json_t *v, struct req *req)
 	return req_name_parse(v, req->user, "user");
 }
 
+/*
+ * The optional parts of a replan: the previous plan and composition (both
+ * or neither), the owner and the model spec.
+ */
+static int req_replan_parse(const json_t *root, struct req *req)
+{
+	json_t *prev = json_object_get(root, "previous"), *v;
+	int rc;
+
+	rc = req_seconds_parse(root, "horizon_s", "horizon_s", -1,
+			       &req->horizon_s);
+	if (rc == 0 && (v = json_object_get(root, "user")))
+		rc = req_user_parse(v, req);
+	if (rc == 0 && (v = json_object_get(root, "model")))
+		rc = req_model_parse(v, req);
+	if (rc < 0 || !prev)
+		return rc;
+	if (!json_is_object(prev))
+		return ar_seterr(-AR_EINVAL, "previous: expected {\"plan\": {...}, \"cluster\": {...}}");
+	rc = ar_json_check_keys(prev, req_keys_previous, "previous");
+	if (rc < 0)
+		return rc;
+	if (!json_is_object(json_object_get(prev, "plan")))
+		return ar_seterr(-AR_EINVAL, "previous.plan: expected the plan the job runs now");
+	if (!json_is_object(json_object_get(prev, "cluster")))
+		return ar_seterr(-AR_EINVAL, "previous.cluster: expected the composition that plan was made for");
+	req->previous_plan = json_incref(json_object_get(prev, "plan"));
+	req->previous_cluster = json_incref(json_object_get(prev, "cluster"));
+	return 0;
+}
+
 /* Fetch the required member @key of @root, or fail naming it. */
 static int req_require(const json_t *root, const char *key, json_t **vp)
 {
@@ -220,8 +253,7 @@ static int req_fields_parse(const json_t *root, struct req *req)
 		return ar_seterr(-AR_EINVAL, "cluster: expected a composition object {\"nodes\": [...]}");
 	req->cluster = json_incref(v);
 	if (req->op == REQ_REPLAN)
-		return req_seconds_parse(root, "horizon_s", "horizon_s", -1,
-					 &req->horizon_s);
+		return req_replan_parse(root, req);
 
 	rc = req_require(root, "user", &v);
 	if (rc == 0)
@@ -281,8 +313,12 @@ void req_fini(struct req *req)
 {
 	json_decref(req->id);
 	json_decref(req->cluster);
+	json_decref(req->previous_plan);
+	json_decref(req->previous_cluster);
 	req->id = NULL;
 	req->cluster = NULL;
+	req->previous_plan = NULL;
+	req->previous_cluster = NULL;
 }
 
 const char *req_err_code(int rc)

@@ -39,6 +39,14 @@ struct req {
 	/* plan and replan */
 	json_t *cluster;		/* the composition (a reference) */
 	double horizon_s;		/* replan; < 0: the configured one */
+	/*
+	 * replan: what the job's plan directory holds, so that a daemon
+	 * that never saw the job answers: the plan the job runs now and the
+	 * composition it was made for (references, or NULL).  The model and
+	 * user above are optional for a replan.
+	 */
+	json_t *previous_plan;
+	json_t *previous_cluster;
 };
 
 /*

@@ -51,9 +51,30 @@ static pthread_mutex_t *store_write_lock(struct store *store, const char *job)
 	return &store->write_locks[h % STORE_WRITE_STRIPES];
 }
 
+/*
+ * The composition's name is a label (the plugin names it after the job):
+ * two jobs on the same GPUs with the same model ask the same question.
+ */
 char *store_request_key(const json_t *request)
 {
-	return json_dumps(request, JSON_COMPACT | JSON_SORT_KEYS);
+	json_t *cluster = json_object_get(request, "cluster");
+	json_t *copy;
+	char *key;
+
+	if (!json_is_object(cluster) || !json_object_get(cluster, "name"))
+		return json_dumps(request, JSON_COMPACT | JSON_SORT_KEYS);
+	copy = json_copy((json_t *)request);
+	cluster = json_copy(cluster);
+	if (!copy || !cluster) {
+		json_decref(copy);
+		json_decref(cluster);
+		return NULL;
+	}
+	json_object_del(cluster, "name");
+	json_object_set_new(copy, "cluster", cluster);
+	key = json_dumps(copy, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(copy);
+	return key;
 }
 
 /* A store_job for @doc (a new reference is taken); NULL when invalid. */

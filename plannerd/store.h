@@ -49,7 +49,8 @@ void store_foreach(struct store *store,
 
 /*
  * store_request_key() - the canonical text of a normalized request (sorted
- * keys, compact): equal requests have equal keys.  Caller frees.
+ * keys, compact, without the composition's name): equal requests have
+ * equal keys.  Caller frees.
  */
 char *store_request_key(const json_t *request);
 

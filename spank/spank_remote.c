@@ -95,11 +95,22 @@ static int remote_dir_prepare(uint32_t target, bool own, char *why,
 		return -1;
 	}
 	if (!own) {
-		if (realpath(link, rs.dir))
-			return 0;
-		snprintf(why, len, "job %u has no Arachne plan directory (%s: %s); was it submitted with --arachne?",
-			 target, link, strerror(errno));
-		return -1;
+		/* realpath() wants PATH_MAX bytes: let it allocate them. */
+		char *real = realpath(link, NULL);
+
+		if (!real) {
+			snprintf(why, len, "job %u has no Arachne plan directory (%s: %s); was it submitted with --arachne?",
+				 target, link, strerror(errno));
+			return -1;
+		}
+		n = snprintf(rs.dir, sizeof(rs.dir), "%s", real);
+		free(real);
+		if ((size_t)n >= sizeof(rs.dir)) {
+			snprintf(why, len, "job %u: its plan directory's path is longer than %zu bytes",
+				 target, sizeof(rs.dir) - 1);
+			return -1;
+		}
+		return 0;
 	}
 	if (!arachne_opts.output_set) {
 		strcpy(rs.dir, link);

@@ -94,6 +94,18 @@ static void test_replan_get_forget(void **state)
 			       &req), 0);
 	assert_true(req.horizon_s < 0);
 	req_fini(&req);
+	/* A replan a daemon that never saw the job can answer. */
+	assert_int_equal(parse("{\"op\":\"replan\",\"job\":\"9\",\"cluster\":{},"
+			       "\"user\":\"alice\",\"model\":{\"name\":\"toy\",\"global_batch\":8},"
+			       "\"previous\":{\"plan\":{\"arachne_plan\":1},\"cluster\":{\"nodes\":[]}}}",
+			       &req), 0);
+	assert_string_equal(req.user, "alice");
+	assert_string_equal(req.model, "toy");
+	assert_int_equal(req.global_batch, 8);
+	assert_non_null(req.previous_plan);
+	assert_non_null(json_object_get(req.previous_cluster, "nodes"));
+	req_fini(&req);
+	assert_null(req.previous_plan);
 	assert_int_equal(parse("{\"op\":\"get\",\"job\":\"9\"}", &req), 0);
 	assert_int_equal(req.op, REQ_GET);
 	req_fini(&req);
@@ -155,8 +167,16 @@ static void test_bad_fields(void **state)
 		     -AR_EINVAL, "not a valid name");
 	expect_error("{\"op\":\"replan\",\"job\":1,\"cluster\":{},\"horizon_s\":\"1\"}",
 		     -AR_EINVAL, "horizon_s");
-	expect_error("{\"op\":\"replan\",\"job\":1,\"cluster\":{},\"user\":\"a\"}",
-		     -AR_EINVAL, "unknown key \"user\"");
+	expect_error("{\"op\":\"replan\",\"job\":1,\"cluster\":{},\"owner\":\"a\"}",
+		     -AR_EINVAL, "unknown key \"owner\"");
+	expect_error("{\"op\":\"replan\",\"job\":1,\"cluster\":{},\"previous\":{\"plan\":{}}}",
+		     -AR_EINVAL, "previous.cluster");
+	expect_error("{\"op\":\"replan\",\"job\":1,\"cluster\":{},\"previous\":{\"plan\":[],\"cluster\":{}}}",
+		     -AR_EINVAL, "previous.plan");
+	expect_error("{\"op\":\"replan\",\"job\":1,\"cluster\":{},\"previous\":{\"plan\":{},\"cluster\":{},\"x\":1}}",
+		     -AR_EINVAL, "unknown key \"x\"");
+	expect_error("{\"op\":\"replan\",\"job\":1,\"cluster\":{},\"model\":{\"global_batch\":2}}",
+		     -AR_EINVAL, "model.name: missing");
 }
 
 static void test_reply_error(void **state)

@@ -129,6 +129,20 @@ static void test_key_is_canonical(void **state)
 	free(kb);
 	json_decref(a);
 	json_decref(b);
+	/* The composition's name is a label: it does not make a request new. */
+	a = json_loads("{\"cluster\":{\"name\":\"slurm-job-1\",\"nodes\":[]},\"m\":1}", 0, NULL);
+	b = json_loads("{\"m\":1,\"cluster\":{\"nodes\":[],\"name\":\"slurm-job-2\"}}", 0, NULL);
+	ka = store_request_key(a);
+	kb = store_request_key(b);
+	assert_string_equal(ka, kb);
+	assert_null(strstr(ka, "slurm-job"));
+	/* ... and the request itself keeps it. */
+	assert_string_equal(json_string_value(json_object_get(json_object_get(a, "cluster"), "name")),
+			    "slurm-job-1");
+	free(ka);
+	free(kb);
+	json_decref(a);
+	json_decref(b);
 }
 
 static void test_cache_lru(void **state)

@@ -7,7 +7,7 @@ that used to be accepted and then failed every plan.'
 . "$(dirname "$0")/lib.sh"
 
 client() {
-	python3 "$PLANNERD_FIXTURES/client.py" "$PWD/plannerd.sock" "$@"
+	ar_bounded 60 "client.py $1" python3 "$PLANNERD_FIXTURES/client.py" "$PLANNERD_SOCK" "$@"
 }
 
 test_expect_success 'setup: a daemon with a one-second client timeout and three slots' '
@@ -96,15 +96,15 @@ json.dump(d, open(\"state/jobs/z.json\", \"w\"))" &&
 '
 
 test_expect_success 'a SIGHUP that moves the socket: SIGTERM removes the socket it bound' '
-	sed -i "s|^socket_path = .*|socket_path = \"$PWD/other.sock\";|" plannerd.conf &&
+	sed -i "s|^socket_path = .*|socket_path = \"$AR_SOCK_DIR/other.sock\";|" plannerd.conf &&
 	kill -HUP "$(cat plannerd.pid)" &&
 	i=0 && while ! grep -q "configuration reloaded" plannerd.log; do
 		i=$((i + 1)) && test $i -lt 100 && sleep 0.1 || return 1
 	done &&
 	ctl ping &&
 	plannerd_stop &&
-	! test -e plannerd.sock &&
-	! test -e other.sock
+	! test -e "$PLANNERD_SOCK" &&
+	! test -e "$AR_SOCK_DIR/other.sock"
 '
 
 test_expect_success 'a profiles_dir that does not exist is refused at start and on SIGHUP' '
