@@ -36,6 +36,7 @@ extern "C" {
 #define COSTMODEL_MAX_MBS	16	/* largest micro-batch size profiled */
 #define COSTMODEL_NUM_MBS	5	/* micro-batch sizes 1, 2, 4, 8, 16 */
 #define COSTMODEL_MAX_NODE_GPUS	16	/* GPUs one node may have */
+#define COSTMODEL_MAX_STAGE_DP	4096	/* TP groups of one stage in one replica */
 #define COSTMODEL_NAME_MAX	32
 
 /* ---------------------------------------------------------------------
@@ -254,6 +255,9 @@ struct costmodel_prediction {
 	double samples_per_s;
 	double pipeline_s;		/* slowest pipeline's 1F1B time */
 	double sync_s;			/* slowest gradient synchronization */
+	/* the GPUs the plan uses at their profiles' price_per_hour */
+	double usd_per_hour;
+	double usd_per_sample;
 };
 
 struct costmodel_plan {
@@ -267,6 +271,11 @@ struct costmodel_plan {
 	char planner[COSTMODEL_NAME_MAX];
 	double planning_s;
 	long plans_priced;
+	long states_explored;		/* points of its search space it looked at */
+	char steering[COSTMODEL_NAME_MAX]; /* a baseline's: "published", "shared" */
+	char objective[COSTMODEL_NAME_MAX]; /* "throughput", "cost"; "" unset */
+	/* a baseline's own estimate of the plan it chose (published steering) */
+	double planner_estimate_samples_per_s;
 	bool search_complete;
 };
 
@@ -347,6 +356,14 @@ int costmodel_pool_copy(struct costmodel_pool *dst,
 			const struct costmodel_pool *src);
 /* Largest number of free GPUs of @type in one node. */
 int costmodel_pool_largest_free(const struct costmodel_pool *pool, int type);
+/*
+ * costmodel_pool_take() - take @t GPUs of type @gpu from @pool into group
+ * @g, best fit: the node of that type with the fewest free GPUs that
+ * still has @t.  -AR_EINFEASIBLE (nothing taken) when no node has.
+ */
+int costmodel_pool_take(const struct costmodel_cluster *cl,
+			struct costmodel_pool *pool, int gpu, int t,
+			struct costmodel_group *g);
 
 /* Options of the fill; zeroed means the defaults. */
 struct costmodel_fill_opts {
@@ -354,6 +371,13 @@ struct costmodel_fill_opts {
 	int fixed_micro_batch;		/* > 0: price only this size */
 	bool uniform_layers;		/* split blocks evenly (Sailor's rule) */
 	bool no_expert_tiling;		/* pin ETP = TP, EP = 1 (baselines) */
+	/*
+	 * Pack and place the template only: its stages get ETP = TP, EP = 1
+	 * and no layers, nothing is split, tiled or priced, and memory is not
+	 * checked.  For planners that split and choose with their own model
+	 * and have only their final plan priced (docs/baselines.md).
+	 */
+	bool place_only;
 };
 
 /*

@@ -188,10 +188,9 @@ static int popcount16(uint16_t v)
 	return __builtin_popcount(v);
 }
 
-/* Take @t GPUs of type @gpu best-fit from @pool into @g. */
-static int pool_take(const struct costmodel_cluster *cl,
-		     struct costmodel_pool *pool, int gpu, int t,
-		     struct costmodel_group *g)
+int costmodel_pool_take(const struct costmodel_cluster *cl,
+			struct costmodel_pool *pool, int gpu, int t,
+			struct costmodel_group *g)
 {
 	int best = -1, best_free = INT32_MAX;
 
@@ -243,7 +242,7 @@ static int place_template(const struct costmodel_cluster *cl,
 			for (int k = i; k < j; k++) {
 				int s = order[k];
 
-				rc = pool_take(cl, pool, shape->gpu[s], tp,
+				rc = costmodel_pool_take(cl, pool, shape->gpu[s], tp,
 					       &t->placement[r * t->nstages + s]);
 				if (rc < 0)
 					return rc;
@@ -570,15 +569,18 @@ static void split_balance_sync(const struct costmodel *cm,
 
 static void split_uniform(const struct costmodel *cm, int d, int *last)
 {
-	int blocks = cm->model.blocks, base = blocks / d, extra = blocks % d;
-	int l = 0;
+	int n = cm->nlayers, base = n / d, longer = n % d;
+	int l = -1;
 
-	/* Sailor's rule: blocks evenly, the remainder to the first stages. */
+	/*
+	 * Sailor's rule (its get_stages()): every layer of the list, the
+	 * embedding and head included, dealt evenly, the remainder to the
+	 * last stages "to alleviate memory pressure".
+	 */
 	for (int s = 0; s < d; s++) {
-		l += base + (s < extra);
+		l += base + (s >= d - longer);
 		last[s] = l;
 	}
-	last[d - 1] = cm->nlayers - 1;
 }
 
 static int uniform_fits(const struct costmodel *cm, const struct stage_rates *sr,
@@ -889,7 +891,16 @@ int costmodel_fill_add(const struct costmodel *cm,
 		ar_seterr(rc, "the placement disagrees with the packing count");
 		goto out;
 	}
-	rc = plan_fill_best(cm, cl, trial, opts);
+	if (opts->place_only) {
+		for (int s = 0; s < t->nstages; s++) {
+			t->stages[s].ep = 1;
+			t->stages[s].etp = t->stages[s].tp;
+			t->stages[s].edp = t->replicas;
+		}
+		rc = 0;
+	} else {
+		rc = plan_fill_best(cm, cl, trial, opts);
+	}
 	if (rc < 0)
 		goto out;
 	if ((rc = costmodel_plan_copy(plan, trial)) < 0)

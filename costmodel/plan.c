@@ -173,9 +173,17 @@ int costmodel_plan_check(const struct costmodel *cm,
 	uint16_t *used;
 	int rc = 0;
 
-	if (cm_log2(plan->micro_batch) < 0 || plan->micro_batch > COSTMODEL_MAX_MBS)
+	/* A stage with dp groups gives each micro_batch / dp samples. */
+	int most_dp = 1;
+
+	for (int i = 0; i < plan->ntemplates; i++)
+		for (int s = 0; s < plan->templates[i].nstages && s < COSTMODEL_MAX_DEPTH; s++)
+			if (costmodel_stage_dp(&plan->templates[i].stages[s]) > most_dp)
+				most_dp = costmodel_stage_dp(&plan->templates[i].stages[s]);
+	if (plan->micro_batch < 1 || (plan->micro_batch & (plan->micro_batch - 1)) ||
+	    plan->micro_batch > COSTMODEL_MAX_MBS * most_dp)
 		return ar_seterr(-AR_EINVAL, "plan: micro_batch %d is not a power of two up to %d",
-				 plan->micro_batch, COSTMODEL_MAX_MBS);
+				 plan->micro_batch, COSTMODEL_MAX_MBS * most_dp);
 	if (plan->global_batch < 1 || plan->seq_len < 1)
 		return ar_seterr(-AR_EINVAL, "plan: global_batch and seq_len must be positive");
 	if (plan->seq_len != cm->model.seq_len)
@@ -218,10 +226,11 @@ int costmodel_plan_check(const struct costmodel *cm,
 				 (int64_t)st->ep * st->etp * st->edp != w)
 				rc = ar_seterr(-AR_EINVAL, "template %d stage %d: ep*etp*edp = %d*%d*%d is not tp*dp*replicas = %" PRId64,
 					       i, s, st->ep, st->etp, st->edp, w);
-			else if (st->dp < 0 || st->dp > COSTMODEL_MAX_MBS ||
-				 plan->micro_batch % costmodel_stage_dp(st))
-				rc = ar_seterr(-AR_EINVAL, "template %d stage %d: dp %d does not divide the micro-batch of %d",
-					       i, s, st->dp, plan->micro_batch);
+			else if (st->dp < 0 || st->dp > COSTMODEL_MAX_STAGE_DP ||
+				 plan->micro_batch % costmodel_stage_dp(st) ||
+				 plan->micro_batch / costmodel_stage_dp(st) > COSTMODEL_MAX_MBS)
+				rc = ar_seterr(-AR_EINVAL, "template %d stage %d: dp %d does not share the micro-batch of %d into groups of 1 to %d samples",
+					       i, s, st->dp, plan->micro_batch, COSTMODEL_MAX_MBS);
 			else if (st->etp > st->tp || st->tp % st->etp)
 				rc = ar_seterr(-AR_EINVAL, "template %d stage %d: etp %d must divide tp %d",
 					       i, s, st->etp, st->tp);
@@ -302,7 +311,7 @@ json_t *costmodel_plan_to_json(const struct costmodel *cm,
 			       const struct costmodel_cluster *cl,
 			       const struct costmodel_plan *plan)
 {
-	json_t *root, *templates, *unused;
+	json_t *root, *templates, *unused, *planner;
 	uint16_t *used;
 
 	used = calloc(cl->nnodes ? cl->nnodes : 1, sizeof(*used));
@@ -369,15 +378,26 @@ json_t *costmodel_plan_to_json(const struct costmodel *cm,
 	free(used);
 	json_object_set_new(root, "templates", templates);
 	json_object_set_new(root, "unused", unused);
-	json_object_set_new(root, "predicted", json_pack("{s:f, s:f, s:f}",
+	json_object_set_new(root, "predicted", json_pack("{s:f, s:f, s:f, s:f, s:f}",
 		"iter_s", rounded(plan->predicted.iter_s, 6),
 		"iters_per_s", rounded(plan->predicted.iters_per_s, 6),
-		"samples_per_s", rounded(plan->predicted.samples_per_s, 4)));
-	json_object_set_new(root, "planner", json_pack("{s:s, s:f, s:I, s:b}",
+		"samples_per_s", rounded(plan->predicted.samples_per_s, 4),
+		"usd_per_hour", rounded(plan->predicted.usd_per_hour, 4),
+		"usd_per_sample", plan->predicted.usd_per_sample));
+	planner = json_pack("{s:s, s:f, s:I, s:I, s:b}",
 		"name", plan->planner[0] ? plan->planner : "manual",
 		"planning_s", rounded(plan->planning_s, 4),
 		"plans_priced", (json_int_t)plan->plans_priced,
-		"search_complete", plan->search_complete));
+		"states_explored", (json_int_t)plan->states_explored,
+		"search_complete", plan->search_complete);
+	if (plan->steering[0])
+		json_object_set_new(planner, "steering", json_string(plan->steering));
+	if (plan->objective[0])
+		json_object_set_new(planner, "objective", json_string(plan->objective));
+	if (plan->planner_estimate_samples_per_s > 0)
+		json_object_set_new(planner, "estimated_samples_per_s",
+			json_real(rounded(plan->planner_estimate_samples_per_s, 4)));
+	json_object_set_new(root, "planner", planner);
 	return root;
 }
 
@@ -438,7 +458,7 @@ static int parse_stage(const struct costmodel *cm, const json_t *js,
 	if ((rc = ar_json_int(js, "ep", what, 1, PLAN_MAX_EP, false, &st->ep)) < 0 ||
 	    (rc = ar_json_int(js, "etp", what, 1, COSTMODEL_MAX_TP, false, &st->etp)) < 0 ||
 	    (rc = ar_json_int(js, "edp", what, 1, PLAN_MAX_EDP, false, &st->edp)) < 0 ||
-	    (rc = ar_json_int(js, "dp", what, 1, COSTMODEL_MAX_MBS, false, &st->dp)) < 0)
+	    (rc = ar_json_int(js, "dp", what, 1, COSTMODEL_MAX_STAGE_DP, false, &st->dp)) < 0)
 		return rc;
 	v = json_object_get(js, "peak_mem_gib");
 	if (v && (!json_is_number(v) || json_number_value(v) < 0))

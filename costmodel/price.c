@@ -502,6 +502,17 @@ out_sync:
 	plan->predicted.iter_s = pipeline_s + sync_s;
 	plan->predicted.iters_per_s = 1.0 / plan->predicted.iter_s;
 	plan->predicted.samples_per_s = plan->global_batch / plan->predicted.iter_s;
+	plan->predicted.usd_per_hour = 0;
+	for (int j = 0; j < n; j++) {
+		const struct costmodel_template *t = &plan->templates[j];
+
+		for (int s = 0; s < t->nstages; s++)
+			plan->predicted.usd_per_hour += (double)t->replicas *
+				costmodel_stage_dp(&t->stages[s]) * t->stages[s].tp *
+				cm->gpus[t->stages[s].gpu].price_per_hour;
+	}
+	plan->predicted.usd_per_sample = plan->predicted.usd_per_hour / 3600.0 /
+					 plan->predicted.samples_per_s;
 out:
 	free(gsync);
 	if (links != links_small)

@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ar.h"
 #include "conf.h"
@@ -66,6 +67,8 @@ static const struct conf_directive conf_directives[] = {
 	  "Time budget of one planning call, in seconds." },
 	{ "workers", CONF_INT, OFF(workers), 0, "0", 0, 1024,
 	  "Threads that run planning calls at once (0: one per online CPU). Requests beyond them wait in a queue; the I/O loop keeps serving." },
+	{ "workers_per_user", CONF_INT, OFF(workers_per_user), 0, "0", 0, 1024,
+	  "Workers the requests of one user (the owner of the job) may hold at once (0: half the workers, rounded up). A queued request of another user runs first, so one user's huge plans cannot starve everyone else's small ones." },
 	{ "plan_threads", CONF_INT, OFF(plan_threads), 0, "1", 1, 1024,
 	  "Threads one planning call may use." },
 	{ "replan_horizon_s", CONF_DOUBLE, OFF(replan_horizon_s), 0, "3600",
@@ -77,7 +80,7 @@ static const struct conf_directive conf_directives[] = {
 	{ "max_request_bytes", CONF_INT, OFF(max_request_bytes), 0, "1048576",
 	  64, 1 << 30, "Largest request line accepted, newline included. A longer one is answered with a too_large error and the connection is closed." },
 	{ "client_timeout_s", CONF_DOUBLE, OFF(client_timeout_s), 0, "30",
-	  0.01, 86400, "A client that neither sends a complete request nor reads its answer for this long is disconnected. Time spent planning for it does not count." },
+	  0.01, 86400, "A request must be complete within this time of its first byte, and an answer read within this time of being ready, however slowly the bytes come; a connection idle between requests is closed after it too. Time spent planning for it does not count." },
 	{ "max_clients", CONF_INT, OFF(max_clients), 0, "4096", 1, 1 << 20,
 	  "Connections served at once; further clients get a busy error." },
 	{ "cache_entries", CONF_INT, OFF(cache_entries), 0, "1024", 0, 1 << 24,
@@ -198,6 +201,32 @@ static int conf_value_parse(struct conf *conf, const struct conf_directive *d,
 			 where, d->name);
 }
 
+/*
+ * Whether fnmatch(3) reads @glob as its author meant: every [ opens a
+ * bracket expression that a ] closes (fnmatch would match an unclosed [
+ * literally), and no \\ is left with nothing to escape.
+ */
+static bool conf_glob_ok(const char *glob)
+{
+	for (const char *p = glob; *p; p++) {
+		if (*p == '\\') {
+			if (!*++p)
+				return false;
+		} else if (*p == '[') {
+			p++;
+			if (*p == '!' || *p == '^')
+				p++;
+			if (*p == ']')
+				p++;	/* a ] first is a member */
+			while (*p && *p != ']')
+				p++;
+			if (!*p)
+				return false;
+		}
+	}
+	return true;
+}
+
 static void conf_map_free(struct conf_map *map, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -267,6 +296,11 @@ static int conf_map_parse(struct conf *conf, const struct conf_directive *d,
 		gpu = match ? conf_map_member(e, "gpu", where, d->name, i) : NULL;
 		if (!gpu)
 			goto err;
+		if (d->kind == CONF_NODE_MAP && !conf_glob_ok(match)) {
+			ar_seterr(-AR_EINVAL, "%s%s: entry %u: \"%s\" is not a glob: a [ without its ], or a trailing \\",
+				  where, d->name, i + 1, match);
+			goto err;
+		}
 		map[i].match = strdup(match);
 		map[i].gpu = strdup(gpu);
 		map[i].line = config_setting_source_line(e);
@@ -548,6 +582,38 @@ void conf_destroy(struct conf *conf)
 	conf_map_free(conf->node_map, conf->nnode_map);
 	free(conf->path);
 	free(conf);
+}
+
+int conf_check_site(const struct conf *conf)
+{
+	const char *where = conf->path ? conf->path : "defaults";
+	const struct conf_map *maps[] = { conf->gres_map, conf->node_map };
+	const size_t counts[] = { conf->ngres_map, conf->nnode_map };
+	const char *const names[] = { "gres_map", "node_map" };
+	char path[PATH_MAX];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/gpus", conf->profiles_dir);
+	if (stat(conf->profiles_dir, &st) < 0 || !S_ISDIR(st.st_mode))
+		return ar_seterr(-AR_EINVAL, "%s: profiles_dir \"%s\" is not a directory",
+				 where, conf->profiles_dir);
+	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+		return ar_seterr(-AR_EINVAL, "%s: profiles_dir \"%s\" has no gpus/ directory of GPU profiles",
+				 where, conf->profiles_dir);
+	for (size_t m = 0; m < ARRAY_SIZE(maps); m++) {
+		for (size_t i = 0; i < counts[m]; i++) {
+			const char *gpu = maps[m][i].gpu;
+
+			snprintf(path, sizeof(path), "%s/gpus/%s.ini",
+				 conf->profiles_dir, gpu);
+			if (strchr(gpu, '/') || stat(path, &st) < 0 ||
+			    !S_ISREG(st.st_mode))
+				return ar_seterr(-AR_EINVAL, "%s:%d: %s: unknown GPU \"%s\" (no %s)",
+						 where, maps[m][i].line, names[m],
+						 gpu, path);
+		}
+	}
+	return 0;
 }
 
 static const char *const log_level_names[] = {

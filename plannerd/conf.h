@@ -29,6 +29,7 @@ struct conf {
 	char *planner;			/* policy_plan() planner name */
 	double budget_s;		/* planner time budget per request */
 	int workers;			/* planning threads; 0: online CPUs */
+	int workers_per_user;		/* one owner's share; 0: half */
 	int plan_threads;		/* threads one planning call may use */
 	double replan_horizon_s;	/* a replan must pay off within this */
 	char *state_dir;		/* stored plans live in STATE_DIR/jobs */
@@ -57,6 +58,16 @@ struct conf {
  */
 int conf_create(const char *path, struct conf **confp);
 void conf_destroy(struct conf *conf);
+
+/*
+ * conf_check_site() - what a serving daemon needs of the site, beyond the
+ * file's syntax: profiles_dir is a directory with a gpus/ directory, and
+ * every GPU that gres_map and node_map name has a profile there.  plannerd
+ * checks it at start and on SIGHUP (a failed reload keeps the running
+ * configuration); --show-config does not.  -AR_EINVAL naming what is
+ * wrong.
+ */
+int conf_check_site(const struct conf *conf);
 
 /* conf_print() - the effective config, in plannerd.conf syntax. */
 void conf_print(const struct conf *conf, FILE *out);

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,13 @@ static void usage(FILE *f)
 "                          and stand when faster (off by default)\n"
 "      --evaluations N     random: templates to price (default: as many\n"
 "                          constructions as arachne's rollouts)\n"
+"      --steering HOW      baselines: published (default: each chooses with\n"
+"                          its own published estimator; only its choice is\n"
+"                          priced) or shared (the cost model inside each)\n"
+"      --objective WHAT    throughput (default) or cost: dollars per sample\n"
+"                          at the GPU profiles' prices\n"
+"      --min-samples-per-s R  with --objective cost: the least throughput a\n"
+"                          plan must reach (default 0)\n"
 "  -q, --quiet             no progress on stderr\n"
 "  -h, --help              this help\n");
 }
@@ -86,10 +94,16 @@ static void print_text(const struct costmodel *cm,
 	       costmodel_model(cm)->name, cl->name, used, total,
 	       plan->ntemplates, plan->ntemplates == 1 ? "" : "s",
 	       plan->micro_batch, plan->global_batch);
-	if (!evaluated)
-		printf("planner %s: %.3f s, %ld plans priced, search %s\n",
-		       plan->planner, plan->planning_s, plan->plans_priced,
+	if (!evaluated) {
+		printf("planner %s%s%s%s: %.3f s, %ld states explored, %ld plans priced, search %s\n",
+		       plan->planner, plan->steering[0] ? " (" : "",
+		       plan->steering, plan->steering[0] ? " steering)" : "",
+		       plan->planning_s, plan->states_explored, plan->plans_priced,
 		       plan->search_complete ? "complete" : "stopped by the budget");
+		if (plan->planner_estimate_samples_per_s > 0)
+			printf("its own estimate of this plan: %.1f samples/s\n",
+			       plan->planner_estimate_samples_per_s);
+	}
 	for (int j = 0; j < plan->ntemplates; j++) {
 		const struct costmodel_template *t = &plan->templates[j];
 
@@ -110,9 +124,13 @@ static void print_text(const struct costmodel *cm,
 				 g->memory_gib);
 			snprintf(tiling, sizeof(tiling), "%d/%d/%d", st->ep,
 				 st->etp, st->edp);
-			printf("  %-5d %-13s %3d %-9s %-15s %-10s %9.2f %9.2f\n",
+			printf("  %-5d %-13s %3d %-9s %-15s %-10s %9.2f %9.2f%s",
 			       s, g->name, st->tp, layers, mem, tiling,
-			       st->time_s * 1e3, st->sync_s * 1e3);
+			       st->time_s * 1e3, st->sync_s * 1e3,
+			       costmodel_stage_dp(st) > 1 ? "" : "\n");
+			if (costmodel_stage_dp(st) > 1)
+				printf("  (dp %d: %d groups of tp %d)\n", st->dp,
+				       st->dp, st->tp);
 		}
 	}
 	if (used < total)
@@ -122,6 +140,9 @@ static void print_text(const struct costmodel *cm,
 	       plan->predicted.iter_s, plan->predicted.pipeline_s,
 	       plan->predicted.sync_s, plan->predicted.iters_per_s,
 	       plan->predicted.samples_per_s);
+	printf("cost: %.2f USD per hour, %.4f USD per 1000 samples\n",
+	       plan->predicted.usd_per_hour,
+	       plan->predicted.usd_per_sample * 1000);
 }
 
 /* Map a library error to the exit status of ARCHITECTURE.md. */
@@ -152,6 +173,9 @@ int main(int argc, char **argv)
 		{ "no-climb", no_argument, NULL, 'N' },
 		{ "seed-planners", no_argument, NULL, 'D' },
 		{ "evaluations", required_argument, NULL, 'E' },
+		{ "steering", required_argument, NULL, 'G' },
+		{ "objective", required_argument, NULL, 'O' },
+		{ "min-samples-per-s", required_argument, NULL, 'R' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
@@ -219,6 +243,34 @@ int main(int argc, char **argv)
 				return EXIT_BADINPUT;
 			req.evaluations = v;
 			break;
+		case 'G':
+			if ((rc = policy_steering_find(optarg)) < 0) {
+				fprintf(stderr, "%s: --steering: \"%s\" is not published or shared\n",
+					prog, optarg);
+				return EXIT_BADINPUT;
+			}
+			req.steering = rc;
+			break;
+		case 'O':
+			if ((rc = policy_objective_find(optarg)) < 0) {
+				fprintf(stderr, "%s: --objective: \"%s\" is not throughput or cost\n",
+					prog, optarg);
+				return EXIT_BADINPUT;
+			}
+			req.objective = rc;
+			break;
+		case 'R': {
+			char *end;
+
+			req.min_samples_per_s = strtod(optarg, &end);
+			if (end == optarg || *end || !(req.min_samples_per_s >= 0) ||
+			    !isfinite(req.min_samples_per_s)) {
+				fprintf(stderr, "%s: --min-samples-per-s: \"%s\" is not a number of samples/s\n",
+					prog, optarg);
+				return EXIT_BADINPUT;
+			}
+			break;
+		}
 		case 'B': {
 			char *end;
 

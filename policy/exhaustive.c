@@ -261,9 +261,9 @@ static void offer_best(struct exh_search *x, const struct costmodel_plan *plan,
 
 	pthread_mutex_lock(&x->lock);
 	better = !x->best ||
-		 plan->predicted.samples_per_s > x->best->predicted.samples_per_s;
-	if (!better && plan->predicted.samples_per_s ==
-		       x->best->predicted.samples_per_s) {
+		 planner_score(x->req, plan) > planner_score(x->req, x->best);
+	if (!better && planner_score(x->req, plan) ==
+		       planner_score(x->req, x->best)) {
 		int i;
 
 		for (i = 0; i < len && i < x->best_len && path[i] == x->best_path[i]; i++)
@@ -288,7 +288,11 @@ static double best_rate(struct exh_search *x)
 	double r;
 
 	pthread_mutex_lock(&x->lock);
-	r = x->best ? x->best->predicted.samples_per_s : 0;
+	/* the bounds are on throughput: under the cost objective nothing is cut */
+	if (x->req->objective != POLICY_OBJECTIVE_THROUGHPUT)
+		r = 0;
+	else
+		r = x->best ? x->best->predicted.samples_per_s : 0;
 	pthread_mutex_unlock(&x->lock);
 	return r;
 }
@@ -344,8 +348,8 @@ static bool explore(struct exh_search *x, const struct costmodel_plan *plan,
 			note_error(x, rc);
 		goto out;
 	}
-	if (plan->ntemplates && child->predicted.samples_per_s <=
-				plan->predicted.samples_per_s)
+	if (plan->ntemplates && planner_score(x->req, child) <=
+				planner_score(x->req, plan))
 		goto out;	/* a template that does not help: stop here */
 	offer_best(x, child, path, level + 1);
 	if (level + 1 >= EXH_MAX_TEMPLATES)
@@ -445,6 +449,7 @@ int planner_exhaustive(const struct policy_request *req,
 		goto out;
 	}
 	x.best->plans_priced = x.priced;
+	x.best->states_explored = x.priced;
 	x.best->search_complete = !x.timed_out && !x.first_error;
 	*planp = x.best;
 	x.best = NULL;

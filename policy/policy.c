@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -14,15 +15,28 @@
 static const struct {
 	const char *name;
 	planner_f plan;		/* NULL: named by the paper, not built yet */
+	bool steered;		/* a baseline: reads req->steering */
+	bool cost;		/* supports POLICY_OBJECTIVE_COST */
 } planners[] = {
-	{ "arachne", planner_arachne },
-	{ "exhaustive", planner_exhaustive },
-	{ "amp", planner_amp },
-	{ "sailor", planner_sailor },
-	{ "metis", planner_metis },
-	{ "hexiscale", planner_hexiscale },
-	{ "espresso", planner_espresso },
-	{ "random", planner_random },
+	/* its policy and climb maximize throughput (docs/planners.md) */
+	{ "arachne", planner_arachne, false, false },
+	{ "exhaustive", planner_exhaustive, false, true },
+	{ "amp", planner_amp, true, true },
+	{ "sailor", planner_sailor, true, true },
+	{ "metis", planner_metis, true, true },
+	{ "hexiscale", planner_hexiscale, true, true },
+	{ "espresso", planner_espresso, true, true },
+	{ "random", planner_random, false, false },
+};
+
+static const char *const steering_names[POLICY_NUM_STEERINGS] = {
+	[POLICY_STEERING_PUBLISHED] = "published",
+	[POLICY_STEERING_SHARED] = "shared",
+};
+
+static const char *const objective_names[POLICY_NUM_OBJECTIVES] = {
+	[POLICY_OBJECTIVE_THROUGHPUT] = "throughput",
+	[POLICY_OBJECTIVE_COST] = "cost",
 };
 
 #define NPLANNERS ARRAY_SIZE(planners)
@@ -37,25 +51,96 @@ const char *const *policy_planner_names(void)
 	return names;
 }
 
+const char *policy_steering_name(enum policy_steering steering)
+{
+	return (unsigned)steering < POLICY_NUM_STEERINGS ?
+	       steering_names[steering] : NULL;
+}
+
+const char *policy_objective_name(enum policy_objective objective)
+{
+	return (unsigned)objective < POLICY_NUM_OBJECTIVES ?
+	       objective_names[objective] : NULL;
+}
+
+int policy_steering_find(const char *name)
+{
+	for (int i = 0; i < POLICY_NUM_STEERINGS; i++)
+		if (!strcmp(steering_names[i], name))
+			return i;
+	return -1;
+}
+
+int policy_objective_find(const char *name)
+{
+	for (int i = 0; i < POLICY_NUM_OBJECTIVES; i++)
+		if (!strcmp(objective_names[i], name))
+			return i;
+	return -1;
+}
+
+double planner_score(const struct policy_request *req,
+		     const struct costmodel_plan *plan)
+{
+	const struct costmodel_prediction *p = &plan->predicted;
+
+	if (req->objective != POLICY_OBJECTIVE_COST)
+		return p->samples_per_s;
+	/* Every plan that reaches the floor above every plan that does not. */
+	if (p->samples_per_s < req->min_samples_per_s)
+		return p->samples_per_s / req->min_samples_per_s - 1.0;
+	return p->usd_per_sample > 0 ? 1.0 / p->usd_per_sample : 0;
+}
+
+bool planner_better(const struct policy_request *req,
+		    const struct costmodel_plan *a, const struct costmodel_plan *b)
+{
+	return !b || planner_score(req, a) > planner_score(req, b);
+}
+
 int policy_plan(const struct policy_request *req, struct costmodel_plan **planp)
 {
 	const char *name = req->planner ? req->planner : "arachne";
 	double start = ar_now();
+	struct costmodel_plan *plan;
 	int rc;
 
 	*planp = NULL;
 	ar_clearerr();
+	if (!policy_steering_name(req->steering) || !policy_objective_name(req->objective))
+		return ar_seterr(-AR_EINVAL, "unknown steering %d or objective %d",
+				 req->steering, req->objective);
+	if (req->min_samples_per_s < 0 || !isfinite(req->min_samples_per_s))
+		return ar_seterr(-AR_EINVAL, "minimum throughput %g is not a number of samples/s",
+				 req->min_samples_per_s);
 	for (size_t i = 0; i < NPLANNERS; i++) {
 		if (strcmp(planners[i].name, name) != 0)
 			continue;
 		if (!planners[i].plan)
 			return ar_seterr(-AR_ENOTBUILT, "planner \"%s\" is not built yet",
 					 name);
-		rc = planners[i].plan(req, planp);
+		if (req->objective != POLICY_OBJECTIVE_THROUGHPUT && !planners[i].cost)
+			return ar_seterr(-AR_EINVAL, "planner \"%s\" plans for throughput only; --objective cost is for exhaustive and the baselines",
+					 name);
+		rc = planners[i].plan(req, &plan);
 		if (rc < 0)
 			return rc;
-		snprintf((*planp)->planner, sizeof((*planp)->planner), "%s", name);
-		(*planp)->planning_s = ar_now() - start;
+		snprintf(plan->planner, sizeof(plan->planner), "%s", name);
+		snprintf(plan->objective, sizeof(plan->objective), "%s",
+			 policy_objective_name(req->objective));
+		if (planners[i].steered)
+			snprintf(plan->steering, sizeof(plan->steering), "%s",
+				 policy_steering_name(req->steering));
+		plan->planning_s = ar_now() - start;
+		if (req->objective == POLICY_OBJECTIVE_COST &&
+		    plan->predicted.samples_per_s < req->min_samples_per_s) {
+			rc = ar_seterr(-AR_EINFEASIBLE, "%s: no plan reaches %.1f samples/s; the cheapest per sample it found runs %.1f",
+				       name, req->min_samples_per_s,
+				       plan->predicted.samples_per_s);
+			costmodel_plan_free(plan);
+			return rc;
+		}
+		*planp = plan;
 		return 0;
 	}
 	return ar_seterr(-AR_ENOTFOUND, "unknown planner \"%s\"", name);

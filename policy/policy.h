@@ -15,6 +15,30 @@
 extern "C" {
 #endif
 
+/*
+ * How a baseline chooses among its candidates (docs/baselines.md).  Only
+ * the five baselines read it; the learned and exhaustive planners always
+ * search with the cost model.
+ */
+enum policy_steering {
+	/* each with its own published estimator, partitioner and memory
+	 * model; only the plan it chose is priced by the cost model, and a
+	 * choice the cost model finds out of memory is its failure */
+	POLICY_STEERING_PUBLISHED,
+	/* the cost model and its fill inside every baseline's search */
+	POLICY_STEERING_SHARED,
+	POLICY_NUM_STEERINGS
+};
+
+/* What a planner maximizes (docs/planners.md says which support which). */
+enum policy_objective {
+	POLICY_OBJECTIVE_THROUGHPUT,	/* samples per second */
+	/* dollars per sample at the GPU profiles' prices, among plans of at
+	 * least min_samples_per_s: Espresso's objective */
+	POLICY_OBJECTIVE_COST,
+	POLICY_NUM_OBJECTIVES
+};
+
 /* What one planning call is asked to do. */
 struct policy_request {
 	const struct costmodel *cm;		/* borrowed */
@@ -42,6 +66,9 @@ struct policy_request {
 	 * planner's rollouts).
 	 */
 	long evaluations;
+	enum policy_steering steering;		/* zero: published */
+	enum policy_objective objective;	/* zero: throughput */
+	double min_samples_per_s;		/* cost objective's floor; 0: none */
 };
 
 /*
@@ -49,13 +76,21 @@ struct policy_request {
  * success *@planp is a priced plan (caller frees with
  * costmodel_plan_free()) with planner, planning_s, plans_priced and
  * search_complete set.  -AR_EINFEASIBLE when no plan fits (the reason in
- * ar_errmsg()), -AR_ENOTFOUND for an unknown planner name, -AR_ENOTBUILT
- * for a planner this build does not have yet.
+ * ar_errmsg()) or, under the cost objective, none reaches
+ * min_samples_per_s; -AR_ENOTFOUND for an unknown planner name,
+ * -AR_ENOTBUILT for a planner this build does not have yet.
  */
 int policy_plan(const struct policy_request *req, struct costmodel_plan **planp);
 
 /* NULL-terminated list of planner names, for --help and errors. */
 const char *const *policy_planner_names(void);
+
+/* "published", "shared"; "throughput", "cost"; NULL out of range. */
+const char *policy_steering_name(enum policy_steering steering);
+const char *policy_objective_name(enum policy_objective objective);
+/* The value called @name, or -1. */
+int policy_steering_find(const char *name);
+int policy_objective_find(const char *name);
 
 #ifdef __cplusplus
 }

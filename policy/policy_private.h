@@ -70,6 +70,17 @@ int planner_threads(const struct policy_request *req);
 typedef void (*planner_task_f)(void *ctx, int thread, int task);
 void planner_parallel(planner_task_f fn, void *ctx, int n, int threads);
 
+/*
+ * planner_score() - the request's objective as one number to maximize:
+ * samples/s for throughput; for cost, samples per dollar for a plan that
+ * reaches min_samples_per_s, and below every such plan (in [-1, 0)) one
+ * that does not.  planner_better(): @a scores above @b, or @b is NULL.
+ */
+double planner_score(const struct policy_request *req,
+		     const struct costmodel_plan *plan);
+bool planner_better(const struct policy_request *req,
+		    const struct costmodel_plan *a, const struct costmodel_plan *b);
+
 /* The candidate TP degrees for GPU type @gpu in @cl: powers of two up to
  * the largest node of that type.  Returns how many, written to @tps. */
 int planner_tp_options(const struct costmodel *cm,

@@ -161,8 +161,9 @@ CONF
 		--seed-file="$DIR/munge/key/munged.seed" \
 		--log-file="$DIR/log/munged.log" || die "munged failed (see $DIR/log/munged.log)"
 	slurmctld -c -i -f "$SLURM_CONF" || die "slurmctld failed (see $DIR/log/slurmctld.log)"
-	for i in $(seq 1 50); do
+	for i in $(seq 1 51); do
 		timeout 5 scontrol ping 2>/dev/null | grep -q UP && break
+		[ "$i" -lt 51 ] || die "timed out after 10 s waiting for slurmctld to answer scontrol ping (see $DIR/log/slurmctld.log)"
 		sleep 0.2
 	done
 	for n in "${NODES[@]}"; do
@@ -174,7 +175,7 @@ CONF
 		[ "$idle" -ge "${#NODES[@]}" ] && return 0
 		sleep 0.2
 	done
-	die "only $idle of ${#NODES[@]} nodes became idle (see $DIR/log)"
+	die "timed out after 20 s waiting for ${#NODES[@]} idle nodes: $idle are (see $DIR/log)"
 }
 
 case $MODE in

@@ -19,6 +19,7 @@ step() {
 }
 wait_file() {
 	for i in $(seq 1 300); do test -e "$1" && return 0; sleep 0.1; done
+	echo "timed out after 30 s waiting for $1" >&2
 	return 1
 }
 EOF

@@ -197,7 +197,7 @@ test_expect_success PLANNERD 'C joins, then Slurm warns it of a preemption: it l
 
 test_expect_success PLANNERD 'E is preempted while A cannot take part: aborted, old state intact, the loss said' '
 	A=$(cat A.job) &&
-	E=$(GRACE=4 sbatch --parsable -o E.log -w node4 -N1 --ntasks-per-node=2 \
+	E=$(export GRACE=4; sbatch --parsable -o E.log -w node4 -N1 --ntasks-per-node=2 \
 		--gres=gpu:2 --arachne=join=$A "$EXAMPLES/join-gpus.sbatch") &&
 	wait_grep "generation 7 (join) done" A.log &&
 	verified 7 &&

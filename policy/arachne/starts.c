@@ -225,6 +225,8 @@ static void fast_task(void *p, int thread, int i)
 	if (c->env->gpus > fast_planners[i].max_gpus)
 		return;
 	sub.threads = 1;
+	/* their search under the cost model, as the climb will price it */
+	sub.steering = POLICY_STEERING_SHARED;
 	if (fast_planners[i].plan(&sub, &c->plan[i]) < 0) {
 		costmodel_plan_free(c->plan[i]);
 		c->plan[i] = NULL;

@@ -23,8 +23,16 @@ struct amp_rank {
 	int gpu;
 };
 
+/* Published steering: a configuration AMP estimated, kept for ranking. */
+struct amp_candidate {
+	double iter_s;			/* AMP's estimate */
+	struct costmodel_plan *plan;	/* complete, unpriced */
+};
+
 struct amp {
 	struct baseline_search bs;
+	struct amp_candidate *cands;
+	size_t ncands, cap;
 	struct amp_rank *ranks;
 	int nranks;
 	int node_gpus;			/* uniform node size, or 1 */
@@ -222,6 +230,68 @@ out:
 	return rc;
 }
 
+/* Bytes/s between the GPUs of groups @a and @b: one node's link or the network. */
+static double amp_link(const struct amp *a, const struct costmodel_group *x,
+		       const struct costmodel_group *y)
+{
+	const struct costmodel_cluster *cl = a->bs.cl;
+
+	if (x->node == y->node)
+		return baseline_intra_Bps(a->bs.cm, cl->nodes[x->node].gpu);
+	return fmin(baseline_node_link_Bps(a->bs.cm, cl, x->node),
+		    baseline_node_link_Bps(a->bs.cm, cl, y->node));
+}
+
+/*
+ * amp_estimate() - AMP's own estimate of @plan's iteration (its cost
+ * model, type-blind as published): every stage runs at the averaged layer
+ * costs @cost; a boundary costs the activation volume over the slowest
+ * link any replica crosses there; the pipeline takes (M - 1) times its
+ * slowest stage plus every stage; the gradient all-reduce of each stage
+ * runs over its DP ranks at their slowest link, the slowest stage's
+ * setting the sync.
+ */
+static double amp_estimate(const struct amp *a, const struct costmodel_plan *plan,
+			   int dp, int pp, const double *cost, const int *first,
+			   const int *last)
+{
+	double bytes = baseline_boundary_bytes(a->bs.cm) * plan->micro_batch;
+	double worst = 0, sum = 0, sync = 0;
+	int m = plan->global_batch / (dp * plan->micro_batch);
+
+	for (int s = 0; s < pp; s++) {
+		double e = 0, c = 0, bw = INFINITY, w = 0;
+
+		for (int l = first[s]; l <= last[s]; l++)
+			e += cost[l];
+		for (int j = 0; j < plan->ntemplates; j++) {
+			const struct costmodel_template *t = &plan->templates[j];
+
+			for (int r = 0; r < t->replicas; r++) {
+				const struct costmodel_group *g =
+					costmodel_template_group(t, r, s, 0);
+
+				if (s + 1 < pp) {
+					double l = amp_link(a, g,
+						costmodel_template_group(t, r, s + 1, 0));
+
+					if (bytes / l > c)
+						c = bytes / l;
+				}
+				bw = fmin(bw, baseline_node_link_Bps(a->bs.cm,
+						a->bs.cl, g->node));
+			}
+			w = fmax(w, baseline_range_weight_bytes(a->bs.cm,
+					t->stages[s].gpu, first[s], last[s]) /
+				    t->stages[s].tp);
+		}
+		worst = fmax(worst, e + c);
+		sum += e + c;
+		sync = fmax(sync, baseline_ring_s(w, dp, bw));
+	}
+	return (m - 1) * worst + sum + sync;
+}
+
 /* One (tp, dp, mbs) candidate on the first @nused ranks. */
 static int amp_try(struct amp *a, int nused, int tp, int dp, int mbs,
 		   double *cost, bool *priced)
@@ -240,6 +310,26 @@ static int amp_try(struct amp *a, int nused, int tp, int dp, int mbs,
 	rc = amp_build(a, tp, dp, pp, mbs, first, last, &plan);
 	if (rc < 0)
 		return rc;
+	a->bs.states++;
+	if (baseline_published(&a->bs)) {
+		if (a->ncands == a->cap) {
+			size_t ncap = a->cap ? 2 * a->cap : 64;
+			struct amp_candidate *c = realloc(a->cands,
+							  ncap * sizeof(*c));
+
+			if (!c) {
+				costmodel_plan_free(plan);
+				return -ENOMEM;
+			}
+			a->cands = c;
+			a->cap = ncap;
+		}
+		a->cands[a->ncands].iter_s = amp_estimate(a, plan, dp, pp, cost,
+							  first, last);
+		a->cands[a->ncands++].plan = plan;
+		*priced = true;
+		return 0;
+	}
 	a->bs.plans_priced++;
 	rc = costmodel_plan_price(a->bs.cm, a->bs.cl, plan);
 	if (rc == 0) {
@@ -291,6 +381,43 @@ static int amp_search(struct amp *a, int nused, double *cost, bool *priced)
 	return 0;
 }
 
+static int amp_cand_cmp(const void *x, const void *y)
+{
+	const struct amp_candidate *a = x, *b = y;
+
+	return a->iter_s < b->iter_s ? -1 : a->iter_s > b->iter_s;
+}
+
+/*
+ * amp_rank() - published steering: AMP ranks every configuration by its
+ * estimate and has no memory model of its own; as the harness that ran
+ * it (Sailor's simulator) does, the first in its order that fits the
+ * cost model's memory is its plan.  Under the cost objective the ranking
+ * is by AMP's estimated dollars a sample instead.
+ */
+static int amp_rank(struct amp *a)
+{
+	for (size_t i = 0; i < a->ncands && a->bs.req->objective == POLICY_OBJECTIVE_COST; i++)
+		a->cands[i].iter_s *= baseline_plan_usd_per_hour(a->bs.cm,
+								 a->cands[i].plan);
+	qsort(a->cands, a->ncands, sizeof(*a->cands), amp_cand_cmp);
+	for (size_t i = 0; i < a->ncands; i++) {
+		struct costmodel_plan *p = a->cands[i].plan;
+		int rc;
+
+		a->bs.plans_priced++;
+		rc = costmodel_plan_price(a->bs.cm, a->bs.cl, p);
+		if (rc == -ENOMEM)
+			return rc;
+		if (rc < 0)
+			continue;
+		if (a->bs.req->objective == POLICY_OBJECTIVE_COST)
+			a->cands[i].iter_s /= baseline_plan_usd_per_hour(a->bs.cm, p);
+		return baseline_search_offer_estimate(&a->bs, p, a->cands[i].iter_s);
+	}
+	return 0;
+}
+
 int planner_amp(const struct policy_request *req, struct costmodel_plan **planp)
 {
 	struct amp a = { 0 };
@@ -329,9 +456,14 @@ int planner_amp(const struct policy_request *req, struct costmodel_plan **planp)
 		if (rc < 0 || baseline_search_expired(&a.bs))
 			break;
 	}
+	if (rc == 0 && baseline_published(&a.bs))
+		rc = amp_rank(&a);
 	if (rc == 0)
 		rc = baseline_search_finish(&a.bs, true, planp);
 out:
+	for (size_t i = 0; i < a.ncands; i++)
+		costmodel_plan_free(a.cands[i].plan);
+	free(a.cands);
 	free(cost);
 	free(a.ranks);
 	baseline_search_fini(&a.bs);

@@ -20,6 +20,7 @@ int baseline_search_init(struct baseline_search *bs,
 	if (!req->cm || !req->cl)
 		return ar_seterr(-AR_EINVAL, "%s: no model or no cluster given",
 				 name);
+	bs->req = req;
 	bs->cm = req->cm;
 	bs->cl = req->cl;
 	bs->name = name;
@@ -40,12 +41,16 @@ bool baseline_search_expired(struct baseline_search *bs)
 	return bs->expired;
 }
 
-int baseline_search_offer(struct baseline_search *bs,
-			  const struct costmodel_plan *plan)
+bool baseline_published(const struct baseline_search *bs)
 {
-	if (bs->best && plan->predicted.samples_per_s <=
-			bs->best->predicted.samples_per_s)
-		return 0;
+	return bs->req->steering == POLICY_STEERING_PUBLISHED;
+}
+
+/* Keep a copy of @plan as the best, scored @score. */
+static int search_keep(struct baseline_search *bs,
+		       const struct costmodel_plan *plan, double score)
+{
+	bs->best_score = score;
 	if (!bs->best) {
 		bs->best = costmodel_plan_clone(plan);
 		return bs->best ? 0 : -ENOMEM;
@@ -53,22 +58,74 @@ int baseline_search_offer(struct baseline_search *bs,
 	return costmodel_plan_copy(bs->best, plan);
 }
 
+int baseline_search_offer(struct baseline_search *bs,
+			  const struct costmodel_plan *plan)
+{
+	double score = planner_score(bs->req, plan);
+
+	if (bs->best && score <= bs->best_score)
+		return 0;
+	return search_keep(bs, plan, score);
+}
+
+int baseline_search_offer_estimate(struct baseline_search *bs,
+				   const struct costmodel_plan *plan,
+				   double iter_s)
+{
+	struct costmodel_plan scored = { 0 };
+	double score;
+	int rc;
+
+	if (!(iter_s > 0) || !isfinite(iter_s))
+		return 0;
+	/* Its own estimate, scored as the cost model's would be. */
+	scored.predicted.samples_per_s = plan->global_batch / iter_s;
+	scored.predicted.usd_per_sample = baseline_plan_usd_per_hour(bs->cm, plan) /
+					  3600.0 / scored.predicted.samples_per_s;
+	score = planner_score(bs->req, &scored);
+	if (bs->best && score <= bs->best_score)
+		return 0;
+	rc = search_keep(bs, plan, score);
+	if (rc == 0)
+		bs->best_estimate_s = iter_s;
+	return rc;
+}
+
 int baseline_search_finish(struct baseline_search *bs, bool complete,
 			   struct costmodel_plan **planp)
 {
 	struct costmodel_plan *plan = bs->best;
+	int rc;
 
 	*planp = NULL;
 	if (!plan)
 		return ar_seterr(-AR_EINFEASIBLE,
-				 "%s: no feasible plan on cluster %s (%ld plans priced%s)",
+				 "%s: no feasible plan on cluster %s (%ld states explored, %ld plans priced%s)",
 				 bs->name, bs->cl->name ? bs->cl->name : "",
-				 bs->plans_priced,
+				 bs->states, bs->plans_priced,
 				 bs->expired ? ", budget spent" : "");
+	if (baseline_published(bs)) {
+		/* A plan a baseline built itself must be whole. */
+		rc = costmodel_plan_check(bs->cm, bs->cl, plan);
+		if (rc < 0)
+			return ar_seterr(rc, "%s: built a broken plan: %s", bs->name,
+					 ar_errmsg());
+		/* Only the plan it chose meets the cost model, as in the paper. */
+		bs->plans_priced++;
+		rc = costmodel_plan_price(bs->cm, bs->cl, plan);
+		if (rc < 0)
+			return ar_seterr(rc == -ENOMEM ? rc : -AR_EINFEASIBLE,
+					 "%s: the plan it chose with its own estimator (%.1f samples/s by its estimate) fails the cost model: %s",
+					 bs->name, plan->global_batch / bs->best_estimate_s,
+					 ar_errmsg());
+		plan->planner_estimate_samples_per_s = plan->global_batch /
+						       bs->best_estimate_s;
+	}
 	bs->best = NULL;
 	snprintf(plan->planner, sizeof(plan->planner), "%s", bs->name);
 	plan->planning_s = ar_now() - bs->deadline.start;
 	plan->plans_priced = bs->plans_priced;
+	plan->states_explored = bs->states;
 	plan->search_complete = complete && !bs->expired;
 	*planp = plan;
 	return 0;
@@ -241,19 +298,16 @@ bool baseline_stage_fits(const struct costmodel *cm, int gpu, int tp, int mbs,
 int baseline_split_even(const struct costmodel *cm, int depth, int *first,
 			int *last)
 {
-	int nlayers = costmodel_num_layers(cm);
-	int blocks = nlayers - 2;
-	int at = 0;
+	int n = costmodel_num_layers(cm), blocks = n - 2;
+	int base = n / (depth > 0 ? depth : 1), longer = n % (depth > 0 ? depth : 1);
 
 	if (depth < 1 || depth > COSTMODEL_MAX_DEPTH || depth > blocks)
 		return ar_seterr(-AR_EINVAL, "cannot split %d blocks into %d stages",
 				 blocks, depth);
 	for (int s = 0; s < depth; s++) {
 		first[s] = s ? last[s - 1] + 1 : 0;
-		at += blocks / depth + (s < blocks % depth);
-		last[s] = at;
+		last[s] = first[s] + base + (s >= depth - longer) - 1;
 	}
-	last[depth - 1] = nlayers - 1;
 	return 0;
 }
 
@@ -307,6 +361,73 @@ void baseline_fill_opts(struct costmodel_fill_opts *opts)
 {
 	memset(opts, 0, sizeof(*opts));
 	opts->no_expert_tiling = true;
+}
+
+double baseline_plan_usd_per_hour(const struct costmodel *cm,
+				  const struct costmodel_plan *plan)
+{
+	double usd = 0;
+
+	for (int j = 0; j < plan->ntemplates; j++) {
+		const struct costmodel_template *t = &plan->templates[j];
+
+		for (int s = 0; s < t->nstages; s++)
+			usd += (double)t->replicas * costmodel_stage_dp(&t->stages[s]) *
+			       t->stages[s].tp *
+			       costmodel_gpu(cm, t->stages[s].gpu)->price_per_hour;
+	}
+	return usd;
+}
+
+double baseline_type_link_Bps(const struct costmodel *cm,
+			      const struct costmodel_cluster *cl, int gpu)
+{
+	double gbps = cl->inter_node_gbps > 0 ? cl->inter_node_gbps :
+			costmodel_gpu(cm, gpu)->network_gbps;
+
+	return gbps * 1e9 / 8;
+}
+
+double baseline_node_link_Bps(const struct costmodel *cm,
+			      const struct costmodel_cluster *cl, int node)
+{
+	return baseline_type_link_Bps(cm, cl, cl->nodes[node].gpu);
+}
+
+double baseline_intra_Bps(const struct costmodel *cm, int gpu)
+{
+	return costmodel_gpu(cm, gpu)->intra_node_GBps * 1e9;
+}
+
+double baseline_ring_s(double bytes, int n, double Bps)
+{
+	if (n < 2 || !(Bps > 0))
+		return 0;
+	return 2.0 * (n - 1) / n * bytes / Bps;
+}
+
+double baseline_boundary_bytes(const struct costmodel *cm)
+{
+	const struct costmodel_model *m = costmodel_model(cm);
+
+	return (double)m->seq_len * m->hidden * 2.0;
+}
+
+double baseline_range_weight_bytes(const struct costmodel *cm, int gpu,
+				   int first, int last)
+{
+	const struct costmodel_model *m = costmodel_model(cm);
+	double state = 0;
+
+	for (int l = first; l <= last; l++) {
+		double b = baseline_layer_state_bytes(cm, gpu, 1, l);
+
+		if (!isfinite(b))
+			return 0;
+		state += b;
+	}
+	/* state bytes are weights x state_bytes_per_param / 2 */
+	return state * 2.0 / m->state_bytes_per_param;
 }
 
 struct costmodel_template *baseline_template_alloc(struct costmodel_plan *plan,

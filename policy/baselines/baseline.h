@@ -1,11 +1,17 @@
 /*
  * baseline.h - what the five baseline planners of baselines/ share
- * (private to libarpolicy): the budget and best-plan bookkeeping of one
- * search, the node-size view of planners that need uniform nodes, and the
- * per-layer profile sums that the baselines' own heuristics read (layer
- * time, state and activation bytes).  Every plan a baseline returns is priced by
- * libarachne; these estimates only steer the searches, as each original
- * planner steers its search with its own model.
+ * (private to libarpolicy): the bookkeeping of one search under either
+ * steering, the node-size view of planners that need uniform nodes, the
+ * per-layer profile sums and links that the baselines' own estimators
+ * read, and the layer splits they use.
+ *
+ * Steering (docs/baselines.md): under "shared" every candidate a baseline
+ * considers is completed by the fill and priced by libarachne, and the
+ * best priced one wins.  Under "published" each baseline ranks complete
+ * candidates (layers, micro-batch, placement) with its own published
+ * estimator and memory model, and only the candidate it chose is priced,
+ * at the end; one that does not fit the cost model's memory is its
+ * failure on the cluster.
  */
 #ifndef AR_POLICY_BASELINE_H
 #define AR_POLICY_BASELINE_H
@@ -20,15 +26,19 @@
 /* Runtime memory every GPU loses to the framework (the cost model's default). */
 #define BASELINE_RUNTIME_OVERHEAD_GIB	1.5
 
-/* One search: its deadline, the plans it priced and the best plan so far. */
+/* One search: its deadline, what it looked at and the best plan so far. */
 struct baseline_search {
+	const struct policy_request *req;	/* borrowed */
 	const struct costmodel *cm;		/* borrowed */
 	const struct costmodel_cluster *cl;	/* borrowed */
 	const char *name;			/* "sailor" */
 	struct planner_deadline deadline;	/* the request's budget */
 	long plans_priced;			/* every fill or price call */
+	long states;				/* points of its space looked at */
 	bool expired;				/* the deadline passed */
-	struct costmodel_plan *best;		/* owned; NULL until one prices */
+	struct costmodel_plan *best;		/* owned; NULL until one is kept */
+	double best_score;			/* planner_score() terms of best */
+	double best_estimate_s;			/* published: its own iteration time */
 };
 
 int baseline_search_init(struct baseline_search *bs,
@@ -36,13 +46,25 @@ int baseline_search_init(struct baseline_search *bs,
 void baseline_search_fini(struct baseline_search *bs);
 /* True once the budget is spent (sticky, so nested loops unwind fast). */
 bool baseline_search_expired(struct baseline_search *bs);
-/* Keep a copy of @plan when it is the fastest so far.  0 or -ENOMEM. */
+/* True under the published steering. */
+bool baseline_published(const struct baseline_search *bs);
+/* Shared steering: keep a copy of priced @plan when it scores best so far.
+ * 0 or -ENOMEM. */
 int baseline_search_offer(struct baseline_search *bs,
 			  const struct costmodel_plan *plan);
 /*
+ * baseline_search_offer_estimate() - published steering: keep a copy of
+ * the complete, unpriced @plan when the baseline's own estimate of its
+ * iteration, @iter_s, scores best so far under the request's objective.
+ */
+int baseline_search_offer_estimate(struct baseline_search *bs,
+				   const struct costmodel_plan *plan,
+				   double iter_s);
+/*
  * baseline_search_finish() - hand the best plan to *@planp with the
- * planner's name, planning time and plans priced; -AR_EINFEASIBLE with a
- * message when nothing priced.
+ * planner's name, planning time, plans priced and states explored; under
+ * the published steering price it first.  -AR_EINFEASIBLE with a message
+ * when nothing was kept or the chosen plan does not fit.
  */
 int baseline_search_finish(struct baseline_search *bs, bool complete,
 			   struct costmodel_plan **planp);
@@ -96,9 +118,9 @@ bool baseline_stage_fits(const struct costmodel *cm, int gpu, int tp, int mbs,
 int baseline_mbs(int i);
 
 /*
- * baseline_split_even() - Sailor's even split, as the fill's
- * uniform_layers does it: the blocks evenly, the remainder to the first
- * stages, the embedding with the first stage and the head with the last.
+ * baseline_split_even() - Sailor's even split (its get_stages()): every
+ * layer of the list, the embedding and head included, dealt evenly, the
+ * remainder to the last stages "to alleviate memory pressure".
  */
 int baseline_split_even(const struct costmodel *cm, int depth, int *first,
 			int *last);
@@ -112,6 +134,29 @@ int baseline_split_share(const struct costmodel *cm, int depth,
 
 /* Options every baseline's fill starts from: experts stay ETP = TP, EP = 1. */
 void baseline_fill_opts(struct costmodel_fill_opts *opts);
+
+/* USD per hour of the GPUs @plan uses, at the GPU profiles' prices. */
+double baseline_plan_usd_per_hour(const struct costmodel *cm,
+				  const struct costmodel_plan *plan);
+
+/*
+ * The links the originals' estimators read, nominal (no efficiency
+ * factor): a node's network link (the cluster's inter_node_gbps, else its
+ * GPU profile's) and a GPU's intra-node link, in bytes/s.
+ */
+double baseline_node_link_Bps(const struct costmodel *cm,
+			      const struct costmodel_cluster *cl, int node);
+double baseline_intra_Bps(const struct costmodel *cm, int gpu);
+/* A type's network link, as above, for estimators that see types only. */
+double baseline_type_link_Bps(const struct costmodel *cm,
+			      const struct costmodel_cluster *cl, int gpu);
+/* Ring all-reduce of @bytes over @n members at @Bps: 2 (n-1)/n bytes/Bps. */
+double baseline_ring_s(double bytes, int n, double Bps);
+/* Bytes of one sample's activations crossing a stage boundary (BF16). */
+double baseline_boundary_bytes(const struct costmodel *cm);
+/* BF16 weight bytes of layers [@first, @last] at TP 1 (0 when missing). */
+double baseline_range_weight_bytes(const struct costmodel *cm, int gpu,
+				   int first, int last);
 
 /*
  * baseline_template_alloc() - append an empty template of @nstages stages

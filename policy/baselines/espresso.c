@@ -1,18 +1,27 @@
 /*
- * espresso.c - the Espresso baseline, as the Arachne paper's §3.1
- * describes it: no TP search (every stage at TP = 1), a bounded tree
- * search over which GPU type each pipeline stage maps to, and layers
- * split by each stage's compute share.  One pipeline, replicated as often
- * as its GPU types allow; GPUs it cannot use stay idle.
+ * espresso.c - the Espresso baseline, as the Arachne paper's §3.1 and
+ * Espresso's public allocator and stage placer describe it: no TP search
+ * (every stage at TP = 1), a bounded tree search over which GPU type each
+ * pipeline stage maps to, layers split by each stage's share of the peak
+ * TFLOPS.  One pipeline, replicated as often as its GPU types allow; GPUs
+ * it cannot use stay idle.  Espresso's objective is dollars under a time
+ * SLO (--objective cost with --min-samples-per-s); the benchmark runs it
+ * for throughput like every planner.
  *
  * The tree: depth d, then stage 0's GPU type, stage 1's, ...; the stages
  * of one type stay next to each other (a child continues its parent's
  * type or opens one not used yet), so the tree has a leaf per ordered
  * split of the stages among the types rather than one per sequence.  A
  * branch is cut when an optimistic bound on any completion cannot beat
- * the best plan priced so far: with layers split by compute share a
- * pipeline runs at no more than the sum of its stages' speeds, and it
- * cannot have more replicas than its scarcest GPU type allows.
+ * the best plan so far (throughput objective only): a pipeline runs at no
+ * more than the sum of its stages' speeds, and it cannot have more
+ * replicas than its scarcest GPU type allows.
+ *
+ * Published steering: Espresso's own estimator with full activation
+ * recomputation (its llm-analysis runs with activation_recomputation=2):
+ * a layer costs forward twice and backward once, holds its state (16 B a
+ * parameter) and only its input per micro-batch in flight.  Shared
+ * steering: the fill splits by speed within memory and prices.
  */
 #include "config.h"
 
@@ -35,10 +44,14 @@ struct espresso {
 	int used[COSTMODEL_MAX_GPU_TYPES];	/* stages per slot so far */
 };
 
-/* Samples/s the best plan so far reaches; 0 before one prices. */
+/* Samples/s the best plan so far reaches (by the steering's estimate). */
 static double espresso_best(const struct espresso *e)
 {
-	return e->bs.best ? e->bs.best->predicted.samples_per_s : 0;
+	if (!e->bs.best)
+		return 0;
+	if (baseline_published(&e->bs))
+		return e->bs.best->global_batch / e->bs.best_estimate_s;
+	return e->bs.best->predicted.samples_per_s;
 }
 
 /*
@@ -68,6 +81,89 @@ static double espresso_bound(const struct espresso *e, int k)
 	return replicas * sum;
 }
 
+/*
+ * espresso_published() - Espresso's own plan for the leaf: layers by TFLOPS
+ * share, its memory model with full recomputation, its estimate; tried at
+ * every micro-batch size.  @plan holds the placed template (one stage per
+ * type slot, as many replicas as the types allow).
+ */
+static int espresso_published(struct espresso *e, struct costmodel_plan *plan)
+{
+	const struct costmodel *cm = e->bs.cm;
+	const struct costmodel_model *m = costmodel_model(cm);
+	struct costmodel_template *t = &plan->templates[0];
+	int first[COSTMODEL_MAX_DEPTH], last[COSTMODEL_MAX_DEPTH];
+	double share[COSTMODEL_MAX_DEPTH];
+	int rc = 0;
+
+	for (int s = 0; s < e->depth; s++)
+		share[s] = costmodel_gpu(cm, t->stages[s].gpu)->peak_tflops;
+	if (baseline_split_share(cm, e->depth, share, first, last) < 0)
+		return 0;
+	for (int s = 0; s < e->depth; s++) {
+		t->stages[s].first_layer = first[s];
+		t->stages[s].last_layer = last[s];
+	}
+	for (int i = 0; i < BASELINE_NUM_MBS && rc == 0; i++) {
+		int mbs = baseline_mbs(i);
+		int micro_batches = (plan->global_batch + mbs * t->replicas - 1) /
+				    (mbs * t->replicas);
+		double worst = 0, sum = 0, sync = 0;
+		bool fits = true;
+
+		if (mbs > plan->global_batch)
+			break;
+		e->bs.states++;
+		for (int s = 0; s < e->depth && fits; s++) {
+			int g = t->stages[s].gpu, inflight = e->depth - s;
+			double mem = BASELINE_RUNTIME_OVERHEAD_GIB * 1073741824.0;
+			double time = 0, w;
+
+			for (int l = first[s]; l <= last[s]; l++) {
+				const struct costmodel_layer_profile *p;
+				enum costmodel_layer_type type =
+					l == 0 ? COSTMODEL_LAYER_EMBED :
+					l == costmodel_num_layers(cm) - 1 ?
+					COSTMODEL_LAYER_HEAD : COSTMODEL_LAYER_BLOCK;
+
+				if (costmodel_layer_is_moe(cm, l))
+					type = COSTMODEL_LAYER_ATTN;
+				p = costmodel_profile(cm, g, 1, mbs, type);
+				if (!p || !p->present) {
+					fits = false;
+					break;
+				}
+				/* recomputation: the forward runs twice */
+				time += baseline_layer_time(cm, g, 1, mbs, l) +
+					p->fwd_ms / 1e3;
+				mem += baseline_layer_state_bytes(cm, g, 1, l);
+			}
+			/* only each stage's input stays per micro-batch in flight */
+			mem += inflight * (double)mbs * m->seq_len * m->hidden * 2.0 *
+			       (last[s] - first[s] + 1);
+			if (!fits || mem > costmodel_gpu(cm, g)->memory_gib * 1073741824.0) {
+				fits = false;
+				break;
+			}
+			if (s + 1 < e->depth)
+				time += 2 * baseline_boundary_bytes(cm) * mbs /
+					baseline_type_link_Bps(cm, e->bs.cl, g);
+			w = baseline_range_weight_bytes(cm, g, first[s], last[s]);
+			worst = fmax(worst, time);
+			sum += time;
+			sync = fmax(sync, baseline_ring_s(w, t->replicas,
+					baseline_type_link_Bps(cm, e->bs.cl, g)));
+		}
+		if (!fits)
+			continue;
+		plan->micro_batch = mbs;
+		t->micro_batches = micro_batches;
+		rc = baseline_search_offer_estimate(&e->bs, plan,
+			(micro_batches - 1) * worst + sum + sync);
+	}
+	return rc;
+}
+
 static int espresso_leaf(struct espresso *e)
 {
 	struct costmodel_shape shape = { .depth = e->depth };
@@ -87,7 +183,17 @@ static int espresso_leaf(struct espresso *e)
 		shape.tp[s] = 1;
 	}
 	baseline_fill_opts(&opts);
+	if (baseline_published(&e->bs)) {
+		opts.place_only = true;
+		rc = costmodel_fill_add(e->bs.cm, e->bs.cl, &pool, plan, &shape, &opts);
+		if (rc == 0)
+			rc = espresso_published(e, plan);
+		else if (baseline_rc_rejects(rc))
+			rc = 0;
+		goto out;
+	}
 	e->bs.plans_priced++;
+	e->bs.states++;
 	rc = costmodel_fill_add(e->bs.cm, e->bs.cl, &pool, plan, &shape, &opts);
 	if (rc == 0)
 		rc = baseline_search_offer(&e->bs, plan);
@@ -115,7 +221,9 @@ static int espresso_branch(struct espresso *e, int k)
 			continue;
 		e->seq[k] = i;
 		e->used[i]++;
-		if (espresso_bound(e, k + 1) > espresso_best(e)) {
+		/* dollars a sample have no such bound: the tree is searched whole */
+		if (e->bs.req->objective == POLICY_OBJECTIVE_COST ||
+		    espresso_bound(e, k + 1) > espresso_best(e)) {
 			rc = espresso_branch(e, k + 1);
 			if (rc < 0)
 				return rc;

@@ -1,15 +1,22 @@
 /*
  * sailor.c - the Sailor baseline (Strati et al., 2025), as the Arachne
- * paper's §3.1 and Sailor's public planner describe it.  For every
- * pipeline depth and micro-batch size: split the layers evenly; give each
- * (GPU type, stage) one TP degree, the larger of the smallest that fits
- * the stage in memory and the largest whose speed-up over the previous
- * degree still reaches Sailor's threshold; then for DP degrees from the
- * largest down, choose by dynamic programming over the stages how many of
- * each stage's replicas every GPU type serves, and stop lowering the DP
- * degree once the estimated iteration time stops improving.  Each
- * configuration found is completed by the fill with Sailor's restrictions
- * (even layers, the micro-batch fixed) and priced by libarachne.
+ * paper's §3.1 and Sailor's public planner (planner.cpp, planner_utils.cpp)
+ * describe it.  For every pipeline depth and micro-batch size: split the
+ * layer list evenly, the remainder to the last stages; give each (GPU
+ * type, stage) one TP degree, the larger of the smallest that fits the
+ * stage in memory and the largest whose speed-up over the previous degree
+ * still reaches Sailor's threshold; then for DP degrees from the largest
+ * down, choose by dynamic programming over the stages how many of each
+ * stage's replicas every GPU type serves, minimizing Sailor's estimate of
+ * the iteration (straggler stage with its activation send, all stage and
+ * send times, the slowest stage's bucketed gradient all-reduce), and stop
+ * lowering the DP degree once that estimate stops improving.
+ *
+ * Published steering: Sailor's own estimate and memory model (24 bytes a
+ * parameter, Megatron's 2-3 GB) choose among the configurations found;
+ * only the chosen one is priced.  Shared steering: each configuration is
+ * completed by the fill with Sailor's restrictions (even layers, the
+ * micro-batch fixed) and the fastest priced one wins.
  */
 #include "config.h"
 
@@ -27,6 +34,27 @@
 #define SAILOR_MAX_TYPES	8
 /* The memo stops growing here (entries); the search goes on without it. */
 #define SAILOR_MEMO_MAX		(1u << 18)
+/* Sailor's memory model: bytes a parameter (optimizer 8, model copy 4,
+ * gradients 4, communication 4, additional 4), Megatron's own memory. */
+#define SAILOR_BYTES_PER_PARAM	24.0
+#define SAILOR_MEGATRON_TP1	2e9
+#define SAILOR_MEGATRON_TP	3e9
+/* Gradients all-reduced in buckets (PyTorch DDP's 25 MB). */
+#define SAILOR_BUCKET_BYTES	25e6
+#define SAILOR_AR_LATENCY_S	20e-6
+
+/*
+ * The estimate of stages @stage.. as Sailor's PipelineInfo keeps it: the
+ * straggler (slowest stage with its send), the first stage with its send,
+ * all stage times and all sends, and the slowest all-reduce.
+ */
+struct sailor_info {
+	double straggler;
+	double first;
+	double comp;
+	double comm;
+	double sync;
+};
 
 struct sailor_memo_entry {
 	bool used;
@@ -34,8 +62,7 @@ struct sailor_memo_entry {
 	uint8_t stage;
 	uint16_t rem[SAILOR_MAX_TYPES];	/* GPUs left per type */
 	uint16_t combo[SAILOR_MAX_TYPES]; /* replicas per type at this stage */
-	double max_s;			/* slowest stage from here on */
-	double sum_s;			/* stage times from here on */
+	struct sailor_info info;	/* from this stage on */
 };
 
 struct sailor {
@@ -54,6 +81,8 @@ struct sailor {
 	int first[COSTMODEL_MAX_DEPTH], last[COSTMODEL_MAX_DEPTH];
 	int tp[SAILOR_MAX_TYPES][COSTMODEL_MAX_DEPTH];	 /* 0: unusable */
 	double time[SAILOR_MAX_TYPES][COSTMODEL_MAX_DEPTH]; /* per micro-batch */
+	double link[SAILOR_MAX_TYPES][COSTMODEL_MAX_DEPTH]; /* a TP group's network */
+	double weights[SAILOR_MAX_TYPES][COSTMODEL_MAX_DEPTH]; /* gradient bytes a GPU */
 	struct sailor_memo_entry *memo;
 	size_t memo_cap;
 	size_t memo_len;
@@ -127,45 +156,113 @@ static int sailor_memo_grow(struct sailor *sl)
 struct sailor_best {
 	bool found;
 	uint16_t combo[SAILOR_MAX_TYPES];
-	double max_s;
-	double sum_s;
-	double prev_t;			/* last stage time looked at */
+	struct sailor_info info;
+	double prev_t;			/* last single-stage estimate looked at */
 };
 
 static int sailor_solve(struct sailor *sl, int stage, const uint16_t *rem,
 			struct sailor_memo_entry *out);
 
-static double sailor_iter(const struct sailor *sl, double max_s, double sum_s)
+/* Sailor's Tpp: bubbles at the straggler, every stage and send, the sync. */
+static double sailor_iter(const struct sailor *sl, const struct sailor_info *x)
 {
-	return (sl->micro_batches - 1) * max_s + sum_s;
+	return (sl->micro_batches - 1) * x->straggler + x->comp + x->comm +
+	       x->sync;
+}
+
+/* Bucketed ring all-reduce of @bytes over @n replicas at @Bps. */
+static double sailor_allreduce(double bytes, int n, double Bps)
+{
+	double t = 0;
+
+	if (n < 2)
+		return 0;
+	for (double left = bytes; left > 0; left -= SAILOR_BUCKET_BYTES) {
+		double b = left < SAILOR_BUCKET_BYTES ? left : SAILOR_BUCKET_BYTES;
+
+		t += baseline_ring_s(b, n, Bps) + 2.0 * (n - 1) * SAILOR_AR_LATENCY_S;
+	}
+	return t;
 }
 
 /*
- * sailor_combo_done() - price one assignment @c of the stage's replicas to
- * GPU types against the best assignment of the later stages.
+ * The activation send from stage @stage (replicas per type @c) to the
+ * next (@next): replica k of each is the k-th slot when the replicas are
+ * laid out type by type; the slowest pair sets the time, as Sailor takes
+ * the slowest of its dp pairs.
+ */
+static double sailor_send(const struct sailor *sl, int stage, const uint16_t *c,
+			  const uint16_t *next)
+{
+	double bytes = baseline_boundary_bytes(sl->bs.cm) * sl->mbs, worst = 0;
+	int i = 0, j = 0, left_i, left_j;
+
+	while (i < sl->ntypes && !c[i])
+		i++;
+	while (j < sl->ntypes && !next[j])
+		j++;
+	left_i = i < sl->ntypes ? c[i] : 0;
+	left_j = j < sl->ntypes ? next[j] : 0;
+	while (i < sl->ntypes && j < sl->ntypes) {
+		double bw = fmin(sl->link[i][stage], sl->link[j][stage + 1]);
+		int k = left_i < left_j ? left_i : left_j;
+
+		if (bytes / bw > worst)
+			worst = bytes / bw;
+		left_i -= k;
+		left_j -= k;
+		if (!left_i) {
+			while (++i < sl->ntypes && !c[i])
+				;
+			left_i = i < sl->ntypes ? c[i] : 0;
+		}
+		if (!left_j) {
+			while (++j < sl->ntypes && !next[j])
+				;
+			left_j = j < sl->ntypes ? next[j] : 0;
+		}
+	}
+	return worst;
+}
+
+/*
+ * sailor_combo_done() - estimate one assignment @c of the stage's
+ * replicas to GPU types, merged with the best assignment of the later
+ * stages as Sailor's merge_stages_get_time() merges them.
  */
 static int sailor_combo_done(struct sailor *sl, int stage, const uint16_t *rem,
 			     const uint16_t *c, struct sailor_best *best)
 {
 	struct sailor_memo_entry rest;
+	struct sailor_info x;
 	uint16_t left[SAILOR_MAX_TYPES];
-	double t = 0, max_s, sum_s;
+	double t = 0, bw = INFINITY, bytes = 0, single, send;
 	int rc;
 
-	for (int i = 0; i < sl->ntypes; i++)
-		if (c[i] && sl->time[i][stage] > t)
+	sl->bs.states++;
+	for (int i = 0; i < sl->ntypes; i++) {
+		if (!c[i])
+			continue;
+		if (sl->time[i][stage] > t)
 			t = sl->time[i][stage];
+		if (sl->link[i][stage] < bw) {
+			bw = sl->link[i][stage];
+			bytes = sl->weights[i][stage];
+		}
+	}
+	x.straggler = x.first = x.comp = t;
+	x.comm = 0;
+	x.sync = sailor_allreduce(bytes, sl->replicas, bw);
 	/*
-	 * Sailor skips an assignment whose stage time equals the one it
-	 * looked at just before: the rest would be solved for a look-alike.
+	 * Sailor skips an assignment whose single-stage estimate equals the
+	 * one it looked at just before: the rest would be solved for a
+	 * look-alike.
 	 */
-	if (stage < sl->depth - 1 && t == best->prev_t)
+	single = sl->micro_batches * t + x.sync;
+	if (stage < sl->depth - 1 && single == best->prev_t)
 		return 0;
-	best->prev_t = t;
-	if (stage == sl->depth - 1) {
-		max_s = t;
-		sum_s = t;
-	} else {
+	best->prev_t = single;
+	if (stage < sl->depth - 1) {
 		for (int i = 0; i < sl->ntypes; i++)
 			left[i] = rem[i] - c[i] * sl->tp[i][stage];
 		rc = sailor_solve(sl, stage + 1, left, &rest);
@@ -173,15 +270,18 @@ static int sailor_combo_done(struct sailor *sl, int stage, const uint16_t *rem,
 			return rc;
 		if (!rest.solved)
 			return 0;
-		max_s = t > rest.max_s ? t : rest.max_s;
-		sum_s = t + rest.sum_s;
+		send = sailor_send(sl, stage, c, rest.combo);
+		x.straggler = fmax(fmax(t + send, rest.info.first + send),
+				   rest.info.straggler);
+		x.first = t + send;
+		x.comp = t + rest.info.comp;
+		x.comm = rest.info.comm + 2 * send;
+		x.sync = fmax(x.sync, rest.info.sync);
 	}
-	if (!best->found || sailor_iter(sl, max_s, sum_s) <
-			    sailor_iter(sl, best->max_s, best->sum_s)) {
+	if (!best->found || sailor_iter(sl, &x) < sailor_iter(sl, &best->info)) {
 		best->found = true;
 		memcpy(best->combo, c, sizeof(*c) * sl->ntypes);
-		best->max_s = max_s;
-		best->sum_s = sum_s;
+		best->info = x;
 	}
 	return 0;
 }
@@ -243,8 +343,7 @@ static int sailor_solve(struct sailor *sl, int stage, const uint16_t *rem,
 	memcpy(out->rem, rem, sizeof(*rem) * sl->ntypes);
 	out->solved = best.found;
 	memcpy(out->combo, best.combo, sizeof(best.combo));
-	out->max_s = best.max_s;
-	out->sum_s = best.sum_s;
+	out->info = best.info;
 	if (sl->bs.expired)
 		return 0;		/* a cut-short answer is not remembered */
 	e = sailor_memo_slot(sl, stage, rem);
@@ -257,6 +356,24 @@ static int sailor_solve(struct sailor *sl, int stage, const uint16_t *rem,
 		sl->memo_len++;
 	}
 	return 0;
+}
+
+/* Sailor's check_stage_fits(): 24 B a parameter, activations, Megatron. */
+static bool sailor_stage_fits(const struct sailor *sl, int gpu, int tp, int s)
+{
+	const struct costmodel *cm = sl->bs.cm;
+	double need = tp == 1 ? SAILOR_MEGATRON_TP1 : SAILOR_MEGATRON_TP;
+
+	for (int l = sl->first[s]; l <= sl->last[s]; l++) {
+		double w = baseline_range_weight_bytes(cm, gpu, l, l);
+		double a = baseline_layer_act_bytes(cm, gpu, tp, sl->mbs, l);
+
+		if (!(w > 0) || !isfinite(a))
+			return false;
+		need += w / 2 / tp * SAILOR_BYTES_PER_PARAM +
+			a * (sl->depth - s);
+	}
+	return need <= costmodel_gpu(cm, gpu)->memory_gib * 1073741824.0;
 }
 
 /*
@@ -280,7 +397,9 @@ static int sailor_tp_degrees(struct sailor *sl)
 			double prev = INFINITY;
 
 			for (int tp = 1; tp <= tp_max; tp *= 2) {
-				if (baseline_stage_fits(cm, g, tp, sl->mbs,
+				if (baseline_published(&sl->bs) ?
+				    sailor_stage_fits(sl, g, tp, s) :
+				    baseline_stage_fits(cm, g, tp, sl->mbs,
 							sl->first[s], sl->last[s],
 							sl->depth - s, NULL)) {
 					tp_mem = tp;
@@ -304,6 +423,14 @@ static int sailor_tp_degrees(struct sailor *sl)
 							     sl->mbs,
 							     sl->first[s],
 							     sl->last[s]);
+			/* A TP group's share of its node's link, as Sailor
+			 * measures between VMs of tp GPUs. */
+			sl->link[i][s] = baseline_type_link_Bps(cm, sl->bs.cl, g) *
+					 (sl->tp[i][s] ? sl->tp[i][s] : 1) /
+					 sl->node_gpus;
+			sl->weights[i][s] = baseline_range_weight_bytes(cm, g,
+						sl->first[s], sl->last[s]) /
+					    (sl->tp[i][s] ? sl->tp[i][s] : 1);
 			if (!tp_mem || sl->time[i][s] < 0)
 				ok = false;
 		}
@@ -320,9 +447,11 @@ static int sailor_tp_degrees(struct sailor *sl)
 /*
  * sailor_price() - turn the solved assignment into templates (replica r
  * takes, at every stage, the r-th slot when the stage's replicas are laid
- * out type by type), complete them with the fill and offer the plan.
+ * out type by type) and offer the plan: placed with Sailor's split and
+ * its estimate @iter_s (published), or completed by the fill and priced
+ * (shared).
  */
-static int sailor_price(struct sailor *sl)
+static int sailor_price(struct sailor *sl, double iter_s)
 {
 	int seq[COSTMODEL_MAX_DEPTH];
 	int *per_replica = NULL;
@@ -364,6 +493,7 @@ static int sailor_price(struct sailor *sl)
 	baseline_fill_opts(&opts);
 	opts.uniform_layers = true;
 	opts.fixed_micro_batch = sl->mbs;
+	opts.place_only = baseline_published(&sl->bs);
 	for (int r = 0; r < R; r++) {
 		struct costmodel_shape shape = { .depth = D };
 		int same = 0;
@@ -383,7 +513,8 @@ static int sailor_price(struct sailor *sl)
 			shape.tp[s] = sl->tp[seq[s]][s];
 		}
 		opts.max_replicas = same;
-		sl->bs.plans_priced++;
+		if (!opts.place_only)
+			sl->bs.plans_priced++;
 		rc = costmodel_fill_add(sl->bs.cm, sl->bs.cl, &pool, plan,
 					&shape, &opts);
 		if (rc < 0) {
@@ -398,6 +529,17 @@ static int sailor_price(struct sailor *sl)
 	 */
 	for (int j = 0; j < plan->ntemplates; j++)
 		plan->templates[j].micro_batches = sl->micro_batches;
+	if (opts.place_only) {
+		plan->micro_batch = sl->mbs;
+		for (int j = 0; j < plan->ntemplates; j++) {
+			for (int st = 0; st < D; st++) {
+				plan->templates[j].stages[st].first_layer = sl->first[st];
+				plan->templates[j].stages[st].last_layer = sl->last[st];
+			}
+		}
+		rc = baseline_search_offer_estimate(&sl->bs, plan, iter_s);
+		goto out;
+	}
 	sl->bs.plans_priced++;
 	rc = costmodel_plan_price(sl->bs.cm, sl->bs.cl, plan);
 	if (rc == 0)
@@ -474,13 +616,17 @@ static int sailor_depth_mbs(struct sailor *sl, int *dp)
 			return rc;
 		if (!e.solved)
 			continue;
-		rc = sailor_price(sl);
+		/*
+		 * Sailor's stopping rule: once fewer replicas stop improving
+		 * its estimate, it stops lowering the DP degree (and does not
+		 * keep that configuration).
+		 */
+		if (sailor_iter(sl, &e.info) >= prev_iter)
+			break;
+		prev_iter = sailor_iter(sl, &e.info);
+		rc = sailor_price(sl, prev_iter);
 		if (rc < 0)
 			return rc;
-		/* Sailor's stopping rule: fewer replicas stopped helping. */
-		if (sailor_iter(sl, e.max_s, e.sum_s) >= prev_iter)
-			break;
-		prev_iter = sailor_iter(sl, e.max_s, e.sum_s);
 	}
 	return 0;
 }

@@ -1,9 +1,14 @@
 # plannerd.sh - helpers for the plannerd system tests (t06xx): toy
 # profiles, a private daemon in the trash directory, and its client.
+# bench/plannerd-bench.sh sources it too (after arachne.sh), outside
+# sharness.
 PLANNERD="$top_builddir/plannerd/plannerd"
 ARACHNECTL="$top_builddir/plannerd/arachnectl"
 PLANNERD_FIXTURES="$top_srcdir/tests/plannerd"
-export PLANNERD ARACHNECTL PLANNERD_FIXTURES
+# The daemon's socket: in the short private directory of arachne.sh, never
+# in the trash directory, whose path may be too long for a socket.
+PLANNERD_SOCK="$AR_SOCK_DIR/plannerd.sock"
+export PLANNERD ARACHNECTL PLANNERD_FIXTURES PLANNERD_SOCK
 
 # plannerd_profiles DIR [SHRINK]: a toy model (8 blocks) on two GPU types,
 # "fast" and "slow" (3x slower), with analytic layer profiles, small enough
@@ -64,7 +69,7 @@ plannerd_config() {
 	f=$1
 	shift
 	cat >"$f" <<-CONF
-	socket_path = "$PWD/plannerd.sock";
+	socket_path = "$PLANNERD_SOCK";
 	socket_mode = "0666";
 	profiles_dir = "$PWD/profiles";
 	policies_dir = "$PWD/policies";
@@ -80,7 +85,7 @@ plannerd_config() {
 }
 
 # plannerd_start [ARGS...]: start a daemon in the foreground (logging to
-# plannerd.log) and wait until it answers ping.
+# plannerd.log) and wait, at most 10 s, until it answers ping.
 plannerd_start() {
 	"$PLANNERD" -F -f "$PWD/plannerd.conf" \
 		--topology "$PLANNERD_FIXTURES/topo-4gpu.xml" "$@" \
@@ -88,29 +93,44 @@ plannerd_start() {
 	echo $! >plannerd.pid
 	PLANNERD_PIDS="$PLANNERD_PIDS $!"
 	i=0
-	while ! "$ARACHNECTL" -s "$PWD/plannerd.sock" ping >/dev/null 2>&1; do
+	while ! "$ARACHNECTL" -s "$PLANNERD_SOCK" -t 2 ping >/dev/null 2>&1; do
 		i=$((i + 1))
-		if [ $i -gt 100 ] || ! kill -0 "$(cat plannerd.pid)" 2>/dev/null; then
+		if ! kill -0 "$(cat plannerd.pid)" 2>/dev/null; then
 			cat plannerd.log >&2
+			echo "plannerd exited before it answered ping on $PLANNERD_SOCK" >&2
+			return 1
+		fi
+		if [ $i -gt 100 ]; then
+			cat plannerd.log >&2
+			echo "timed out after 10 s waiting for plannerd to answer ping on $PLANNERD_SOCK" >&2
 			return 1
 		fi
 		sleep 0.1
 	done
 }
 
-# No daemon outlives its test, whatever the outcome (sharness's own EXIT
-# trap is "die"; it still runs after the daemons are gone).
+# No daemon outlives its test, whatever the outcome.
 PLANNERD_PIDS=
-trap 'plannerd_rc=$?; for p in $PLANNERD_PIDS; do kill -9 "$p" 2>/dev/null; done; (exit $plannerd_rc); die' EXIT
+ar_at_exit 'for p in $PLANNERD_PIDS; do kill -9 "$p" 2>/dev/null; done'
 
-# plannerd_stop: SIGTERM, then wait for the exit status (0 expected).
+# plannerd_gone PID: true once the process PID has ended (a zombie counts:
+# it is waited for next).
+plannerd_gone() {
+	! test -e "/proc/$1" || test "$(sed 's/.*) //' "/proc/$1/stat" | cut -c1)" = Z
+}
+
+# plannerd_stop: SIGTERM, then wait, at most 10 s, for the exit status (0
+# expected).
 plannerd_stop() {
 	pid=$(cat plannerd.pid) &&
 	kill -TERM "$pid" &&
+	ar_wait_until 100 "plannerd (pid $pid) to exit after SIGTERM" \
+		plannerd_gone "$pid" &&
 	wait "$pid"
 }
 
-# ctl ARGS...: arachnectl on the private socket.
+# ctl ARGS...: arachnectl on the private socket, waiting 60 s at most
+# (its own default is 600).
 ctl() {
-	"$ARACHNECTL" -s "$PWD/plannerd.sock" "$@"
+	"$ARACHNECTL" -s "$PLANNERD_SOCK" -t 60 "$@"
 }

@@ -7,6 +7,17 @@
 # A bound on every plannerd exchange of the plugin in these tests.
 SLURM_TIMEOUT_MS=1000
 
+# Every sbatch and srun a test runs ends within SLURM_WAIT_S seconds: it is
+# killed then, with a message naming it (the steps inside a job script are
+# bounded by the sbatch --wait that runs the job).
+SLURM_WAIT_S=300
+sbatch() {
+	ar_bounded "$SLURM_WAIT_S" "sbatch $*" sbatch "$@"
+}
+srun() {
+	ar_bounded "$SLURM_WAIT_S" "srun $*" srun "$@"
+}
+
 # slurm_setup PORT [per-node]: start munged, slurmctld and the slurmd of
 # the nodes (three, or $SLURM_CLUSTER_NODES) with arachne.so in their
 # plugstack.conf, or skip the whole test file with the reason.  With
@@ -50,8 +61,7 @@ slurm_setup() {
 	# A copy: a rebuild during the run must not swap the loaded plugin.
 	cp "$top_builddir/spank/.libs/arachne.so" "$SLURM_DIR/arachne.so"
 	chmod 755 "$SLURM_DIR/arachne.so"
-	cleanup slurm_teardown
-	trap 'code=$?; slurm_teardown; (exit $code); die' EXIT
+	ar_at_exit slurm_teardown
 	SLURM_PORT=$port
 	SLURM_PLUGSTACK="required $SLURM_DIR/arachne.so socket=$SLURM_SOCKET_ARG timeout_ms=$SLURM_TIMEOUT_MS plan_dir=$SLURM_PLAN_DIR"
 	if ! "$top_srcdir/tests/slurm-cluster.sh" start "$SLURM_DIR" "$port" \
@@ -110,10 +120,15 @@ slurm_plannerd_start() {
 	echo $! >"$SLURM_DIR/plannerd.pid"
 	for i in $(seq 1 100); do
 		test -S "$SLURM_PLANNERD_SOCK" && return 0
-		kill -0 "$(cat "$SLURM_DIR/plannerd.pid")" 2>/dev/null || break
+		if ! kill -0 "$(cat "$SLURM_DIR/plannerd.pid")" 2>/dev/null; then
+			cat "$SLURM_DIR/plannerd.log" >&2
+			echo "plannerd exited before it made $SLURM_PLANNERD_SOCK" >&2
+			return 1
+		fi
 		sleep 0.1
 	done
 	cat "$SLURM_DIR/plannerd.log" >&2
+	echo "timed out after 10 s waiting for plannerd to make $SLURM_PLANNERD_SOCK" >&2
 	return 1
 }
 
@@ -144,22 +159,24 @@ slurm_job_state() {
 
 # slurm_wait_for FILE [TENTHS]: until FILE exists, at most TENTHS/10 s (300).
 slurm_wait_for() {
-	for i in $(seq 1 "${2:-300}"); do
-		test -e "$1" && return 0
-		sleep 0.1
-	done
-	echo "timed out waiting for $1" >&2
-	return 1
+	ar_wait_until "${2:-300}" "$1" test -e "$1"
 }
 
-# slurm_wait_gone JOBID: until the job left squeue's running/pending lists.
+# slurm_job_gone JOBID: true when the job is not pending, running or
+# completing any more.
+slurm_job_gone() {
+	test -z "$(squeue -h -j "$1" -t PD,R,CG -o %i 2>/dev/null)"
+}
+
+# slurm_wait_gone JOBID: until the job left squeue's running/pending lists,
+# at most 30 s.
 slurm_wait_gone() {
-	for i in $(seq 1 300); do
-		test -z "$(squeue -h -j "$1" -t PD,R,CG -o %i 2>/dev/null)" && return 0
-		sleep 0.1
-	done
-	echo "job $1 is still there" >&2
-	return 1
+	ar_wait_until 300 "job $1 to end" slurm_job_gone "$1"
+}
+
+# slurm_job_running JOBID: true when the job runs.
+slurm_job_running() {
+	test "$(slurm_job_state "$1")" = RUNNING
 }
 
 # slurm_plannerd_start_all PROFILES: one plannerd per node of the cluster,

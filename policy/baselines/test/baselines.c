@@ -1,9 +1,10 @@
 /*
- * The five baseline planners on the shipped profiles: every plan is
- * feasible (each GPU at most once, TP groups inside a node of the stage's
- * type, stages within memory, layers covering the model once a pipeline,
- * the same price twice), every planner keeps its own restriction, one
- * test per distinctive rule, and budgets are honoured.
+ * The five baseline planners on the shipped profiles, under both
+ * steerings: every plan is feasible (each GPU at most once, TP groups
+ * inside a node of the stage's type, stages within memory, layers
+ * covering the model once a pipeline, the same price twice), every
+ * planner keeps its own restriction, one test per distinctive rule of the
+ * original, random clusters, the cost objective, and budgets are honoured.
  */
 #include "config.h"
 
@@ -94,24 +95,58 @@ static struct costmodel_cluster *cluster(const struct costmodel *cm,
 	return cl;
 }
 
+/*
+ * plan_steered() - @planner's plan under @steering, or NULL when it has
+ * none: then the error must be "infeasible" and, under the published
+ * steering, may only say that the cost model refused the plan it chose.
+ */
+static struct costmodel_plan *plan_steered(const char *planner,
+					   enum policy_steering steering,
+					   const struct costmodel *cm,
+					   const struct costmodel_cluster *cl,
+					   double budget_s)
+{
+	struct policy_request req = {
+		.cm = cm, .cl = cl, .planner = planner, .budget_s = budget_s,
+		.threads = 1, .quiet = true, .steering = steering,
+	};
+	struct costmodel_plan *plan = NULL;
+	int rc = policy_plan(&req, &plan);
+
+	if (rc < 0) {
+		if (rc != -AR_EINFEASIBLE)
+			fail_msg("%s on %s: %s (%s)", planner, cl->name,
+				 ar_strerror(rc), ar_errmsg());
+		assert_non_null(strstr(ar_errmsg(), planner));
+		assert_null(plan);
+		return NULL;
+	}
+	assert_non_null(plan);
+	assert_string_equal(plan->planner, planner);
+	assert_string_equal(plan->steering, policy_steering_name(steering));
+	assert_true(plan->plans_priced > 0);
+	assert_true(plan->states_explored > 0);
+	if (steering == POLICY_STEERING_PUBLISHED) {
+		/* only the plan it chose met the cost model (AMP: the first
+		 * of its ranking that fits) */
+		assert_true(plan->planner_estimate_samples_per_s > 0);
+		if (strcmp(planner, "amp"))
+			assert_int_equal(plan->plans_priced, 1);
+	}
+	return plan;
+}
+
+/* The plan under today's steering, the cost model inside the search. */
 static struct costmodel_plan *plan_with(const char *planner,
 					const struct costmodel *cm,
 					const struct costmodel_cluster *cl,
 					double budget_s)
 {
-	struct policy_request req = {
-		.cm = cm, .cl = cl, .planner = planner, .budget_s = budget_s,
-		.threads = 1, .quiet = true,
-	};
-	struct costmodel_plan *plan = NULL;
-	int rc = policy_plan(&req, &plan);
+	struct costmodel_plan *plan = plan_steered(planner, POLICY_STEERING_SHARED,
+						   cm, cl, budget_s);
 
-	if (rc < 0)
-		fail_msg("%s on %s: %s (%s)", planner, cl->name, ar_strerror(rc),
-			 ar_errmsg());
-	assert_non_null(plan);
-	assert_string_equal(plan->planner, planner);
-	assert_true(plan->plans_priced > 0);
+	if (!plan)
+		fail_msg("%s on %s: %s", planner, cl->name, ar_errmsg());
 	return plan;
 }
 
@@ -146,9 +181,11 @@ static void assert_feasible(const struct costmodel *cm,
 			assert_true(st->peak_mem_gib > 0);
 			assert_true(st->peak_mem_gib <=
 				    costmodel_gpu(cm, st->gpu)->memory_gib);
-			for (int r = 0; r < t->replicas; r++) {
+			for (int k = 0; k < t->replicas * costmodel_stage_dp(st); k++) {
 				const struct costmodel_group *g =
-					&t->placement[r * t->nstages + s];
+					costmodel_template_group(t,
+						k / costmodel_stage_dp(st), s,
+						k % costmodel_stage_dp(st));
 				const struct costmodel_node *n =
 					&cl->nodes[g->node];
 
@@ -184,12 +221,18 @@ static bool all_tp_one(const struct costmodel_plan *plan)
 	return true;
 }
 
+/*
+ * Under the shared steering every baseline plans every cluster; under the
+ * published one a baseline may fail a cluster only because the cost model
+ * refuses the plan its own model chose, and most do plan.
+ */
 static void every_baseline_is_feasible(void **state)
 {
 	const char *clusters[] = { two_types, three_types, mixed_nodes };
 
 	for (size_t c = 0; c < 3; c++) {
 		struct costmodel_cluster *cl = cluster(llama, clusters[c]);
+		int planned = 0;
 
 		for (size_t i = 0; i < NBASELINES; i++) {
 			struct costmodel_plan *plan =
@@ -197,7 +240,17 @@ static void every_baseline_is_feasible(void **state)
 
 			assert_feasible(llama, cl, plan);
 			costmodel_plan_free(plan);
+			plan = plan_steered(baselines[i], POLICY_STEERING_PUBLISHED,
+					    llama, cl, 10);
+			if (!plan) {
+				assert_non_null(strstr(ar_errmsg(), "fails the cost model"));
+				continue;
+			}
+			planned++;
+			assert_feasible(llama, cl, plan);
+			costmodel_plan_free(plan);
 		}
+		assert_true(planned >= 3);
 		costmodel_cluster_free(cl);
 	}
 }
@@ -402,31 +455,50 @@ static void amp_splits_by_averaged_cost(void **state)
 	amp_split_is_optimal(three_types);
 }
 
-/* HexiScale: one pipeline a data-parallel group, groups on disjoint nodes. */
-static void hexiscale_groups_are_disjoint(void **state)
+/*
+ * HexiScale's partition: pipelines cut across nodes (the reversed
+ * bandwidth makes the fast links the cheap cut), so a node's GPUs serve
+ * several pipelines and the replicas of a stage share a node's links,
+ * while each stage stays inside one node.  On two node types of 4-GPU
+ * nodes every pipeline of a plan with several spans more than one node,
+ * and no node belongs to one pipeline alone.
+ */
+static void hexiscale_pipelines_cross_nodes(void **state)
 {
-	const char *clusters[] = { two_types, three_types, mixed_nodes };
+	for (int st = 0; st < POLICY_NUM_STEERINGS; st++) {
+		struct costmodel_cluster *cl = cluster(llama, two_types);
+		struct costmodel_plan *plan = plan_steered("hexiscale", st, llama,
+							   cl, 10);
 
-	for (size_t c = 0; c < 3; c++) {
-		struct costmodel_cluster *cl = cluster(llama, clusters[c]);
-		struct costmodel_plan *plan = plan_with("hexiscale", llama, cl, 10);
-		int *owner = malloc(cl->nnodes * sizeof(*owner));
-
-		assert_non_null(owner);
-		for (size_t i = 0; i < cl->nnodes; i++)
-			owner[i] = -1;
+		assert_non_null(plan);
+		assert_true(plan->ntemplates >= 2);
 		for (int j = 0; j < plan->ntemplates; j++) {
 			const struct costmodel_template *t = &plan->templates[j];
+			int gpus = 0, node0 = costmodel_template_group(t, 0, 0, 0)->node;
+			bool crosses = false;
 
 			assert_int_equal(t->replicas, 1);
 			for (int s = 0; s < t->nstages; s++) {
-				int node = t->placement[s].node;
-
-				assert_true(owner[node] == -1 || owner[node] == j);
-				owner[node] = j;
+				gpus += t->stages[s].tp;
+				crosses |= costmodel_template_group(t, 0, s, 0)->node != node0;
 			}
+			assert_true(crosses);
+			assert_true(gpus < 4 * (int)cl->nnodes / plan->ntemplates + 4);
 		}
-		free(owner);
+		/* every node the plan uses is dealt to two pipelines or more */
+		for (size_t n = 0; n < cl->nnodes; n++) {
+			int holders = 0;
+
+			for (int j = 0; j < plan->ntemplates; j++) {
+				const struct costmodel_template *t = &plan->templates[j];
+				bool here = false;
+
+				for (int s = 0; s < t->nstages; s++)
+					here |= costmodel_template_group(t, 0, s, 0)->node == (int)n;
+				holders += here;
+			}
+			assert_true(holders == 0 || holders >= 2);
+		}
 		costmodel_plan_free(plan);
 		costmodel_cluster_free(cl);
 	}
@@ -437,7 +509,7 @@ static bool power_of_two(int x)
 	return x > 0 && !(x & (x - 1));
 }
 
-/* Metis: every stage's device group (replicas x TP) is a power of two. */
+/* Metis (shared steering): every stage's device group (replicas x TP) is a power of two. */
 static void metis_groups_are_powers_of_two(void **state)
 {
 	const char *clusters[] = { two_types, three_types, mixed_nodes };
@@ -548,10 +620,11 @@ static void splits_cover_the_model(void **state)
 	assert_int_equal(baseline_split_even(llama, 5, first, last), 0);
 	assert_int_equal(first[0], 0);
 	assert_int_equal(last[4], L - 1);
-	/* 32 blocks over 5 stages: 7, 7, 6, 6, 6 */
-	assert_int_equal(last[0], 7);
+	/* Sailor's get_stages(): 34 layers over 5 stages are 6, 7, 7, 7, 7,
+	 * the remainder on the last stages */
+	assert_int_equal(last[0], 5);
 	assert_int_equal(last[1] - first[1] + 1, 7);
-	assert_int_equal(last[2] - first[2] + 1, 6);
+	assert_int_equal(last[4] - first[4] + 1, 7);
 	assert_int_equal(baseline_split_even(llama, blocks + 1, first, last),
 			 -AR_EINVAL);
 	assert_int_equal(baseline_split_share(llama, 3, share, first, last), 0);
@@ -561,6 +634,173 @@ static void splits_cover_the_model(void **state)
 	assert_int_equal(last[1], 16);
 	assert_int_equal(first[2], 17);
 	assert_int_equal(last[2], L - 1);
+}
+
+/*
+ * Metis's device groups (published steering): every stage is data
+ * parallel inside (dp x tp = its group), each type's groups are powers of
+ * two that use all of its GPUs, and on this cluster (4 single A100-80s,
+ * one 4-GPU A100-40 node, two 4-GPU H100 nodes) two stages get different
+ * DP degrees: what one replica count for all stages could not express.
+ */
+static void metis_stage_groups_differ(void **state)
+{
+	struct costmodel_cluster *cl = cluster(llama, mixed_nodes);
+	struct costmodel_plan *plan = plan_steered("metis", POLICY_STEERING_PUBLISHED,
+						   llama, cl, 20);
+	int count[COSTMODEL_MAX_GPU_TYPES] = { 0 }, used[COSTMODEL_MAX_GPU_TYPES] = { 0 };
+	const struct costmodel_template *t;
+	bool differ = false;
+
+	assert_non_null(plan);
+	assert_int_equal(plan->ntemplates, 1);
+	t = &plan->templates[0];
+	assert_int_equal(t->replicas, 1);
+	for (size_t i = 0; i < cl->nnodes; i++)
+		count[cl->nodes[i].gpu] += cl->nodes[i].gpus;
+	for (int s = 0; s < t->nstages; s++) {
+		const struct costmodel_stage *st = &t->stages[s];
+		int group = costmodel_stage_dp(st) * st->tp;
+
+		assert_true(power_of_two(group));
+		assert_int_equal(plan->micro_batch % costmodel_stage_dp(st), 0);
+		used[st->gpu] += group;
+		differ |= costmodel_stage_dp(st) != costmodel_stage_dp(&t->stages[0]);
+	}
+	for (int g = 0; g < COSTMODEL_MAX_GPU_TYPES; g++)
+		assert_int_equal(used[g], count[g]);
+	assert_true(differ);
+	assert_feasible(llama, cl, plan);
+	costmodel_plan_free(plan);
+	costmodel_cluster_free(cl);
+}
+
+/*
+ * Sailor's split under its own steering: the layer list dealt evenly, the
+ * remainder on the last stages, and its 24-byte memory model behind the
+ * TP degrees (every stage fits it).
+ */
+static void sailor_remainder_on_last_stages(void **state)
+{
+	const char *clusters[] = { two_types, three_types, mixed_nodes };
+	int L = costmodel_num_layers(llama);
+
+	for (size_t c = 0; c < 3; c++) {
+		struct costmodel_cluster *cl = cluster(llama, clusters[c]);
+		struct costmodel_plan *plan = plan_steered("sailor",
+			POLICY_STEERING_PUBLISHED, llama, cl, 10);
+
+		assert_non_null(plan);
+		for (int j = 0; j < plan->ntemplates; j++) {
+			const struct costmodel_template *t = &plan->templates[j];
+			int d = t->nstages;
+
+			for (int s = 0; s < d; s++) {
+				int n = t->stages[s].last_layer - t->stages[s].first_layer + 1;
+
+				assert_int_equal(n, L / d + (s >= d - L % d));
+			}
+		}
+		costmodel_plan_free(plan);
+		costmodel_cluster_free(cl);
+	}
+}
+
+/* A small random cluster: 1-3 GPU types, nodes of 1, 2, 4 or 8 GPUs. */
+static struct costmodel_cluster *random_cluster(const struct costmodel *cm,
+						unsigned *seed)
+{
+	static const char *const types[] = { "a100-40", "a100-80", "h100", "a6000" };
+	static const int sizes[] = { 1, 2, 4, 8 };
+	char text[1024];
+	int ntypes = 1 + (int)(rand_r(seed) % 3), len, off = rand_r(seed) % 4;
+
+	len = snprintf(text, sizeof(text), "{\"name\": \"random\", \"nodes\": [");
+	for (int i = 0; i < ntypes; i++)
+		len += snprintf(text + len, sizeof(text) - (size_t)len,
+				"%s{\"gpu\": \"%s\", \"gpus_per_node\": %d, \"count\": %d}",
+				i ? "," : "", types[(off + i) % 4],
+				sizes[rand_r(seed) % 4], 1 + (int)(rand_r(seed) % 3));
+	snprintf(text + len, sizeof(text) - (size_t)len, "]}");
+	return cluster(cm, text);
+}
+
+/*
+ * Both steerings on random clusters: every plan a baseline returns is
+ * valid, and a published-steering failure is only ever the cost model
+ * refusing the plan the baseline chose.
+ */
+static void random_clusters_both_steerings(void **state)
+{
+	unsigned seed = 17;
+
+	for (int k = 0; k < 6; k++) {
+		struct costmodel_cluster *cl = random_cluster(llama, &seed);
+
+		for (size_t i = 0; i < NBASELINES; i++) {
+			for (int st = 0; st < POLICY_NUM_STEERINGS; st++) {
+				struct costmodel_plan *plan =
+					plan_steered(baselines[i], st, llama, cl, 1);
+
+				if (!plan) {
+					/* too small for the model, or refused */
+					assert_non_null(ar_errmsg()[0] ? ar_errmsg() : NULL);
+					continue;
+				}
+				assert_feasible(llama, cl, plan);
+				costmodel_plan_free(plan);
+			}
+		}
+		costmodel_cluster_free(cl);
+	}
+}
+
+/*
+ * The cost objective: dollars a sample at the GPU profiles' prices among
+ * plans of at least a floor.  Under the shared steering a baseline's
+ * cheapest plan costs no more a sample than its fastest, and reaches the
+ * floor; a floor no plan reaches is reported; the learned planner, which
+ * climbs on throughput, refuses the objective.
+ */
+static void cost_objective(void **state)
+{
+	struct costmodel_cluster *cl = cluster(llama, two_types);
+	const char *names[] = { "espresso", "sailor", "amp" };
+
+	for (size_t i = 0; i < 3; i++) {
+		struct policy_request req = {
+			.cm = llama, .cl = cl, .planner = names[i], .budget_s = 10,
+			.threads = 1, .quiet = true,
+			.steering = POLICY_STEERING_SHARED,
+		};
+		struct costmodel_plan *fast = NULL, *cheap = NULL;
+
+		assert_int_equal(policy_plan(&req, &fast), 0);
+		req.objective = POLICY_OBJECTIVE_COST;
+		req.min_samples_per_s = fast->predicted.samples_per_s / 4;
+		assert_int_equal(policy_plan(&req, &cheap), 0);
+		assert_string_equal(cheap->objective, "cost");
+		assert_true(cheap->predicted.usd_per_sample <=
+			    fast->predicted.usd_per_sample * (1 + 1e-9));
+		assert_true(cheap->predicted.samples_per_s >= req.min_samples_per_s);
+		assert_true(cheap->predicted.usd_per_hour > 0);
+		costmodel_plan_free(cheap);
+		req.min_samples_per_s = fast->predicted.samples_per_s * 100;
+		assert_int_equal(policy_plan(&req, &cheap), -AR_EINFEASIBLE);
+		assert_non_null(strstr(ar_errmsg(), "no plan reaches"));
+		costmodel_plan_free(fast);
+	}
+	{
+		struct policy_request req = {
+			.cm = llama, .cl = cl, .planner = "arachne",
+			.objective = POLICY_OBJECTIVE_COST, .quiet = true,
+		};
+		struct costmodel_plan *plan = NULL;
+
+		assert_int_equal(policy_plan(&req, &plan), -AR_EINVAL);
+		assert_non_null(strstr(ar_errmsg(), "throughput only"));
+	}
+	costmodel_cluster_free(cl);
 }
 
 /* The shipped layer profiles these tests plan with, or NULL. */
@@ -590,9 +830,13 @@ int main(void)
 		cmocka_unit_test(sailor_tp_is_memory_or_scaling),
 		cmocka_unit_test(amp_keeps_one_tp),
 		cmocka_unit_test(amp_splits_by_averaged_cost),
-		cmocka_unit_test(hexiscale_groups_are_disjoint),
+		cmocka_unit_test(hexiscale_pipelines_cross_nodes),
 		cmocka_unit_test(metis_groups_are_powers_of_two),
 		cmocka_unit_test(metis_stages_follow_a_type_order),
+		cmocka_unit_test(metis_stage_groups_differ),
+		cmocka_unit_test(sailor_remainder_on_last_stages),
+		cmocka_unit_test(random_clusters_both_steerings),
+		cmocka_unit_test(cost_objective),
 		cmocka_unit_test(uniform_node_planners_see_single_gpus),
 		cmocka_unit_test(budgets_are_honoured),
 		cmocka_unit_test(infeasible_is_reported),
