@@ -15,6 +15,7 @@
 #include <grp.h>
 #include <libconfig.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <math.h>
 #include <pwd.h>
 #include <stdint.h>
@@ -24,6 +25,7 @@
 
 #include "ar.h"
 #include "conf.h"
+#include "costmodel.h"
 
 enum conf_kind {
 	CONF_STRING,		/* any string */
@@ -92,7 +94,7 @@ static const struct conf_directive conf_directives[] = {
 	{ "gres_map", CONF_GRES_MAP, OFF(gres_map), OFF(ngres_map), NULL, 0, 0,
 	  "Slurm GRES type names to GPU profiles: ( { gres = \"a100_40g\"; gpu = \"a100-40\"; }, ... ). A composition's gpu that names a GRES type is replaced by its profile." },
 	{ "node_map", CONF_NODE_MAP, OFF(node_map), OFF(nnode_map), NULL, 0, 0,
-	  "Node-name globs (fnmatch(3)) to GPU profiles: ( { nodes = \"gpu0*\"; gpu = \"h100\"; }, ... ). A composition entry with hosts and no gpu gets the profile of the first rule matching all its hosts." },
+	  "Node-name globs (fnmatch(3)) to GPU profiles and links: ( { nodes = \"gpu0*\"; gpu = \"h100\"; nics = 8; nic_gbps = 400.0; intra_node = \"nvlink4\"; }, ... ). A composition entry with hosts and no gpu gets the profile of the first rule with a gpu matching all its hosts; one without nics, nic_gbps or intra_node gets those of the first rule giving them that matches its hosts (they must agree). A rule may give links without a gpu." },
 };
 
 #define NDIRECTIVES ARRAY_SIZE(conf_directives)
@@ -232,8 +234,49 @@ static void conf_map_free(struct conf_map *map, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		free(map[i].match);
 		free(map[i].gpu);
+		free(map[i].intra_node);
 	}
 	free(map);
+}
+
+/*
+ * The network and intra-node link a node_map rule may give: nics (an
+ * integer 1-64), nic_gbps (Gbit/s, 0.1 to 100000) and intra_node (a link class
+ * the cost model knows).
+ */
+static int conf_map_links(const config_setting_t *e, const char *where,
+			  const char *name, unsigned int i, struct conf_map *m)
+{
+	config_setting_t *s;
+
+	if ((s = config_setting_get_member(e, "nics"))) {
+		if (config_setting_type(s) != CONFIG_TYPE_INT ||
+		    config_setting_get_int(s) < 1 || config_setting_get_int(s) > 64)
+			return ar_seterr(-AR_EINVAL, "%s%s: entry %u: nics must be an integer from 1 to 64",
+					 where, name, i + 1);
+		m->nics = config_setting_get_int(s);
+	}
+	if ((s = config_setting_get_member(e, "nic_gbps"))) {
+		int type = config_setting_type(s);
+		double v = type == CONFIG_TYPE_FLOAT ? config_setting_get_float(s) :
+			   type == CONFIG_TYPE_INT ? config_setting_get_int(s) : -1;
+
+		/* the cluster JSON's range */
+		if (!(v >= 0.1 && v <= 1e5))
+			return ar_seterr(-AR_EINVAL, "%s%s: entry %u: nic_gbps must be a number of Gbit/s from 0.1 to 100000",
+					 where, name, i + 1);
+		m->nic_gbps = v;
+	}
+	if ((s = config_setting_get_member(e, "intra_node"))) {
+		if (config_setting_type(s) != CONFIG_TYPE_STRING ||
+		    costmodel_link_class_GBps(config_setting_get_string(s)) <= 0)
+			return ar_seterr(-AR_EINVAL, "%s%s: entry %u: intra_node must be one of %s",
+					 where, name, i + 1, costmodel_link_class_names());
+		m->intra_node = strdup(config_setting_get_string(s));
+		if (!m->intra_node)
+			return -ENOMEM;
+	}
+	return 0;
 }
 
 /* The string member @key of group @entry, or NULL with the error set. */
@@ -285,26 +328,51 @@ static int conf_map_parse(struct conf *conf, const struct conf_directive *d,
 		}
 		for (k = 0; k < (unsigned int)config_setting_length(e); k++) {
 			const char *m = config_setting_name(config_setting_get_elem(e, k));
+			bool link = d->kind == CONF_NODE_MAP &&
+				    (!strcmp(m, "nics") || !strcmp(m, "nic_gbps") ||
+				     !strcmp(m, "intra_node"));
 
-			if (strcmp(m, key) && strcmp(m, "gpu")) {
-				ar_seterr(-AR_EINVAL, "%s%s: entry %u: unknown member \"%s\" (expected %s and gpu)",
-					  where, d->name, i + 1, m, key);
+			if (strcmp(m, key) && strcmp(m, "gpu") && !link) {
+				ar_seterr(-AR_EINVAL, "%s%s: entry %u: unknown member \"%s\" (expected %s, gpu%s)",
+					  where, d->name, i + 1, m, key,
+					  d->kind == CONF_NODE_MAP ?
+					  ", nics, nic_gbps, intra_node" : "");
 				goto err;
 			}
 		}
 		match = conf_map_member(e, key, where, d->name, i);
-		gpu = match ? conf_map_member(e, "gpu", where, d->name, i) : NULL;
-		if (!gpu)
+		if (!match)
 			goto err;
 		if (d->kind == CONF_NODE_MAP && !conf_glob_ok(match)) {
 			ar_seterr(-AR_EINVAL, "%s%s: entry %u: \"%s\" is not a glob: a [ without its ], or a trailing \\",
 				  where, d->name, i + 1, match);
 			goto err;
 		}
-		map[i].match = strdup(match);
-		map[i].gpu = strdup(gpu);
 		map[i].line = config_setting_source_line(e);
-		if (!map[i].match || !map[i].gpu) {
+		if (d->kind == CONF_NODE_MAP) {
+			int rc = conf_map_links(e, where, d->name, i, &map[i]);
+
+			if (rc < 0) {
+				n = i + 1;
+				conf_map_free(map, n);
+				return rc;
+			}
+		}
+		/* A node_map rule that gives a link need not name a GPU. */
+		if (d->kind == CONF_NODE_MAP && !config_setting_get_member(e, "gpu") &&
+		    (map[i].nics || map[i].nic_gbps > 0 || map[i].intra_node)) {
+			gpu = NULL;
+		} else {
+			gpu = conf_map_member(e, "gpu", where, d->name, i);
+			if (!gpu) {
+				n = i + 1;
+				conf_map_free(map, n);
+				return -AR_EINVAL;
+			}
+		}
+		map[i].match = strdup(match);
+		map[i].gpu = gpu ? strdup(gpu) : NULL;
+		if (!map[i].match || (gpu && !map[i].gpu)) {
 			n = i + 1;
 			conf_map_free(map, n);
 			return -ENOMEM;
@@ -670,8 +738,18 @@ void conf_print(const struct conf *conf, FILE *out)
 				fprintf(out, "%s { %s = ", k ? "," : "",
 					d->kind == CONF_GRES_MAP ? "gres" : "nodes");
 				conf_print_string(out, map[k].match);
-				fputs("; gpu = ", out);
-				conf_print_string(out, map[k].gpu);
+				if (map[k].gpu) {
+					fputs("; gpu = ", out);
+					conf_print_string(out, map[k].gpu);
+				}
+				if (map[k].nics)
+					fprintf(out, "; nics = %d", map[k].nics);
+				if (map[k].nic_gbps > 0)
+					fprintf(out, "; nic_gbps = %.17g", map[k].nic_gbps);
+				if (map[k].intra_node) {
+					fputs("; intra_node = ", out);
+					conf_print_string(out, map[k].intra_node);
+				}
 				fputs("; }", out);
 			}
 			fputs(n ? " )" : ")", out);
@@ -723,10 +801,24 @@ const char *conf_map_gres(const struct conf *conf, const char *gres)
 	return NULL;
 }
 
+const struct conf_map *conf_map_node_links(const struct conf *conf,
+					   const char *node)
+{
+	for (size_t i = 0; i < conf->nnode_map; i++) {
+		const struct conf_map *m = &conf->node_map[i];
+
+		if ((m->nics || m->nic_gbps > 0 || m->intra_node) &&
+		    fnmatch(m->match, node, 0) == 0)
+			return m;
+	}
+	return NULL;
+}
+
 const char *conf_map_node(const struct conf *conf, const char *node)
 {
 	for (size_t i = 0; i < conf->nnode_map; i++)
-		if (fnmatch(conf->node_map[i].match, node, 0) == 0)
+		if (conf->node_map[i].gpu &&
+		    fnmatch(conf->node_map[i].match, node, 0) == 0)
 			return conf->node_map[i].gpu;
 	return NULL;
 }

@@ -11,10 +11,18 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-/* One site-map rule: a Slurm GRES type name or a node-name glob -> GPU. */
+/*
+ * One site-map rule: a Slurm GRES type name or a node-name glob -> GPU.
+ * A node_map rule may also say the nodes' network and intra-node link
+ * (the cluster JSON's nics, nic_gbps and intra_node, docs/costmodel.md);
+ * then it need not name a GPU.
+ */
 struct conf_map {
 	char *match;			/* GRES type ("a100_40g") or glob */
-	char *gpu;			/* GPU profile name ("a100-40") */
+	char *gpu;			/* GPU profile name ("a100-40"); may be NULL */
+	int nics;			/* 0: not given */
+	double nic_gbps;		/* 0: not given */
+	char *intra_node;		/* link class; NULL: not given */
 	int line;			/* where it was set, for messages */
 };
 
@@ -81,5 +89,8 @@ void conf_print_directives(FILE *out);
 /* conf_map_gres() / conf_map_node() - the GPU for @name, or NULL. */
 const char *conf_map_gres(const struct conf *conf, const char *gres);
 const char *conf_map_node(const struct conf *conf, const char *node);
+/* The first node_map rule for @node that gives its network or link, or NULL. */
+const struct conf_map *conf_map_node_links(const struct conf *conf,
+					   const char *node);
 
 #endif /* PLANNERD_CONF_H */

@@ -83,6 +83,7 @@ test_expect_success PLANNERD 'the members of a pipeline share one rendezvous add
 test_expect_success PLANNERD 'arachne-launch gives every pipeline ranks 0..N-1 and Megatron arguments' '
 	cat launch.out &&
 	test "$(grep -c " train.py --lr 1e-4 --tensor-model-parallel-size [0-9]* --pipeline-model-parallel-size [0-9]* --micro-batch-size [0-9]* --global-batch-size 16 --seq-length 1024 " launch.out)" = 4 &&
+	test "$(grep -c -e " --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather$" launch.out)" = 4 &&
 	sed -n "s/^\([0-9]*\): MASTER_ADDR=\([^ ]*\) MASTER_PORT=\([0-9]*\) RANK=\([0-9]*\) WORLD_SIZE=\([0-9]*\) .*/\3 \4 \5/p" \
 		launch.out | sort -n >ranks.out &&
 	cat ranks.out &&

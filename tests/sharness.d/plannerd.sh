@@ -59,7 +59,8 @@ plannerd_profiles() {
 	[training]
 	seq_len = 1024
 	global_batch = 64
-	state_bytes_per_param = 16
+	grad_bytes_per_param = 2
+	optimizer_bytes_per_param = 12
 	INI
 }
 
