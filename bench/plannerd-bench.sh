@@ -12,12 +12,15 @@ set -eu
 : "${top_builddir:=$(cd "$(dirname "$0")/.." && pwd)}"
 : "${top_srcdir:=$top_builddir}"
 seconds=${1:-5}
+# The system tests' helpers: a short socket directory, clean-up at exit
+# (which ends in sharness's die), bounded waits, the toy daemon.
+die() { exit "$?"; }
+. "$top_srcdir/tests/sharness.d/arachne.sh"
 . "$top_srcdir/tests/sharness.d/plannerd.sh"
-trap - EXIT
 LOAD="$top_builddir/plannerd/plannerd-load"
 
 work=$(mktemp -d /tmp/plannerd-bench.XXXXXX)
-trap 'kill -9 $(cat "$work/plannerd.pid" 2>/dev/null) 2>/dev/null || true; rm -rf "$work"' EXIT
+ar_at_exit 'rm -rf "$work"'
 cd "$work"
 plannerd_profiles profiles
 plannerd_config plannerd.conf 'log_level = "notice";' 'budget_s = 30.0;'
@@ -36,11 +39,11 @@ ctl plan bench --model toy --cluster cluster.json >/dev/null
 
 echo "== plannerd bench: $(nproc) CPUs, load average $(cut -d" " -f1 /proc/loadavg), ${seconds} s per load case, store in ${BENCH_STATE_DIR:-$work/state}"
 echo "-- cached plan, same job (answered on the I/O loop), 8 clients:"
-"$LOAD" -s "$PWD/plannerd.sock" -c 8 -t 2 -d "$seconds" same-job
+"$LOAD" -s "$PLANNERD_SOCK" -c 8 -t 2 -d "$seconds" same-job
 echo "-- cached plan, a new job each time (stored with fsync), 8 clients:"
-"$LOAD" -s "$PWD/plannerd.sock" -c 8 -t 2 -d "$seconds" new-jobs
+"$LOAD" -s "$PLANNERD_SOCK" -c 8 -t 2 -d "$seconds" new-jobs
 echo "-- cold plans: client latency minus the planner's planning_s, 40 plans:"
-python3 - "$PWD/plannerd.sock" cluster.json <<'PY'
+python3 - "$PLANNERD_SOCK" cluster.json <<'PY'
 import json, socket, sys, time
 path, cluster = sys.argv[1], json.load(open(sys.argv[2]))
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -26,8 +26,15 @@ void costmodel_cluster_free(struct costmodel_cluster *cl)
 	free(cl);
 }
 
+/* A group's network and intra-node link, as it gives them (0: not given). */
+struct node_links {
+	int nics;
+	double nic_gbps;
+	double intra_node_GBps;
+};
+
 static int add_node(struct costmodel_cluster *cl, size_t *cap, const char *name,
-		    int gpu, int gpus)
+		    int gpu, int gpus, const struct node_links *links)
 {
 	if (cl->nnodes >= CLUSTER_MAX_NODES)
 		return ar_seterr(-AR_EINVAL, "cluster: more than %d nodes",
@@ -39,6 +46,9 @@ static int add_node(struct costmodel_cluster *cl, size_t *cap, const char *name,
 		return -ENOMEM;
 	cl->nodes[cl->nnodes].gpu = gpu;
 	cl->nodes[cl->nnodes].gpus = gpus;
+	cl->nodes[cl->nnodes].nics = links->nics;
+	cl->nodes[cl->nnodes].nic_gbps = links->nic_gbps;
+	cl->nodes[cl->nnodes].intra_node_GBps = links->intra_node_GBps;
 	cl->nnodes++;
 	return 0;
 }
@@ -68,6 +78,36 @@ static int index_names(struct costmodel_cluster *cl)
 	return 0;
 }
 
+/* The optional network and intra-node link of a node group. */
+static int parse_links(const json_t *entry, const char *what,
+		       struct node_links *links)
+{
+	json_t *v;
+	int rc;
+
+	memset(links, 0, sizeof(*links));
+	/* nic_gbps: the range of inter_node_gbps */
+	if ((rc = ar_json_number(entry, "nic_gbps", what, CLUSTER_MIN_GBPS,
+				 CLUSTER_MAX_GBPS, false, &links->nic_gbps)) < 0 ||
+	    (rc = ar_json_number(entry, "intra_node_GBps", what, 1, 1e4, false,
+				 &links->intra_node_GBps)) < 0 ||
+	    (rc = ar_json_int(entry, "nics", what, 1, 64, false,
+			      &links->nics)) < 0)
+		return rc;
+	v = json_object_get(entry, "intra_node");
+	if (v) {
+		if (links->intra_node_GBps > 0)
+			return ar_seterr(-AR_EINVAL, "%s: give \"intra_node\" or \"intra_node_GBps\", not both",
+					 what);
+		if (!json_is_string(v) ||
+		    !(links->intra_node_GBps = costmodel_link_class_GBps(json_string_value(v)))) {
+			return ar_seterr(-AR_EINVAL, "%s: \"intra_node\" must be one of %s",
+					 what, costmodel_link_class_names());
+		}
+	}
+	return 0;
+}
+
 int costmodel_cluster_from_json(const struct costmodel *cm, const json_t *root,
 				struct costmodel_cluster **clp)
 {
@@ -75,7 +115,8 @@ int costmodel_cluster_from_json(const struct costmodel *cm, const json_t *root,
 		"name", "nodes", "inter_node_gbps", NULL
 	};
 	static const char *const node_keys[] = {
-		"gpu", "gpus_per_node", "count", "hosts", NULL
+		"gpu", "gpus_per_node", "count", "hosts", "nics", "nic_gbps",
+		"intra_node", "intra_node_GBps", NULL
 	};
 	struct costmodel_cluster *cl;
 	size_t cap = 0, i;
@@ -115,6 +156,7 @@ int costmodel_cluster_from_json(const struct costmodel *cm, const json_t *root,
 		char what[64];
 		const char *gpu_name;
 		int64_t per_node, count;
+		struct node_links links;
 		int gpu;
 
 		snprintf(what, sizeof(what), "cluster: nodes[%zu]", i);
@@ -140,6 +182,8 @@ int costmodel_cluster_from_json(const struct costmodel *cm, const json_t *root,
 		if ((rc = ar_json_int64(entry, "gpus_per_node", what, 1,
 					COSTMODEL_MAX_NODE_GPUS, true, &per_node)) < 0)
 			goto err;
+		if ((rc = parse_links(entry, what, &links)) < 0)
+			goto err;
 		if (json_object_get(entry, "count") && json_object_get(entry, "hosts")) {
 			rc = ar_seterr(-AR_EINVAL, "%s: give \"count\" or \"hosts\", not both",
 				       what);
@@ -162,7 +206,7 @@ int costmodel_cluster_from_json(const struct costmodel *cm, const json_t *root,
 			}
 			for (size_t h = 0; h < nhosts && rc == 0; h++)
 				rc = add_node(cl, &cap, hosts[h], gpu,
-					      (int)per_node);
+					      (int)per_node, &links);
 			ar_hostlist_free(hosts);
 			if (rc < 0)
 				goto err;
@@ -176,7 +220,8 @@ int costmodel_cluster_from_json(const struct costmodel *cm, const json_t *root,
 
 			/* Anonymous nodes: entry index keeps names unique. */
 			snprintf(name, sizeof(name), "%s-%zu-%04" PRId64, gpu_name, i, c);
-			if ((rc = add_node(cl, &cap, name, gpu, (int)per_node)) < 0)
+			if ((rc = add_node(cl, &cap, name, gpu, (int)per_node,
+					   &links)) < 0)
 				goto err;
 		}
 	}
@@ -214,10 +259,19 @@ json_t *costmodel_cluster_to_json(const struct costmodel *cm,
 		goto err;
 	json_object_set_new(root, "name", json_string(cl->name));
 	for (size_t i = 0; i < cl->nnodes; i++) {
+		const struct costmodel_node *n = &cl->nodes[i];
 		json_t *e = json_pack("{s:s, s:i, s:s}",
-				      "gpu", cm->gpus[cl->nodes[i].gpu].name,
-				      "gpus_per_node", cl->nodes[i].gpus,
-				      "hosts", cl->nodes[i].name);
+				      "gpu", cm->gpus[n->gpu].name,
+				      "gpus_per_node", n->gpus,
+				      "hosts", n->name);
+
+		if (e && n->nics > 0)
+			json_object_set_new(e, "nics", json_integer(n->nics));
+		if (e && n->nic_gbps > 0)
+			json_object_set_new(e, "nic_gbps", json_real(n->nic_gbps));
+		if (e && n->intra_node_GBps > 0)
+			json_object_set_new(e, "intra_node_GBps",
+					    json_real(n->intra_node_GBps));
 		if (!e || json_array_append_new(nodes, e) < 0)
 			goto err;
 	}
@@ -267,13 +321,23 @@ int costmodel_cluster_node_find(const struct costmodel_cluster *cl,
 	return -1;
 }
 
-double cm_node_net_Bps(const struct costmodel *cm,
-		       const struct costmodel_cluster *cl, int node)
+double costmodel_node_network_gbps(const struct costmodel *cm,
+				   const struct costmodel_cluster *cl, int node)
 {
 	const struct costmodel_node *n = &cl->nodes[node];
-	double gbps = cl->inter_node_gbps > 0 ? cl->inter_node_gbps :
+	double link = n->nic_gbps > 0 ? n->nic_gbps :
+		      cl->inter_node_gbps > 0 ? cl->inter_node_gbps :
 		      cm->gpus[n->gpu].network_gbps;
 
-	/* The node's link is shared by its GPUs. */
-	return gbps / 8.0 * 1e9 * LINK_EFFICIENCY / n->gpus;
+	return (n->nics > 0 ? n->nics : 1) * link;
 }
+
+double costmodel_node_intra_GBps(const struct costmodel *cm,
+				 const struct costmodel_cluster *cl, int node)
+{
+	const struct costmodel_node *n = &cl->nodes[node];
+
+	return n->intra_node_GBps > 0 ? n->intra_node_GBps :
+	       cm->gpus[n->gpu].intra_node_GBps;
+}
+

@@ -76,9 +76,32 @@ struct costmodel_model {
 	/* training defaults */
 	int seq_len;
 	int global_batch;
-	double state_bytes_per_param;	/* weights + gradients + optimizer */
-	bool activation_checkpointing;
+	double grad_bytes_per_param;	/* main gradient buffer, also what is reduced */
+	double optimizer_bytes_per_param; /* FP32 master weight + Adam moments */
+	/* BF16 weight + gradient + optimizer: a replica's state without the
+	 * distributed optimizer */
+	double state_bytes_per_param;
+	double bucket_params;		/* gradient bucket; 0: Megatron's default */
 };
+
+/*
+ * Activation recomputation (Megatron's --recompute-granularity), a plan
+ * option: NONE keeps every activation (flash attention), SELECTIVE re-runs
+ * the norms, the attention core and the MoE expert activation in the
+ * backward (Megatron-Core's recompute modules layernorm, core_attn and
+ * moe_act), FULL keeps only each block's input and re-runs its forward.
+ */
+enum costmodel_recompute {
+	COSTMODEL_RECOMPUTE_NONE,
+	COSTMODEL_RECOMPUTE_SELECTIVE,
+	COSTMODEL_RECOMPUTE_FULL,
+	COSTMODEL_NUM_RECOMPUTE
+};
+
+/* "none", "selective", "full"; NULL out of range. */
+const char *costmodel_recompute_name(enum costmodel_recompute r);
+/* The mode called @name, or -1. */
+int costmodel_recompute_find(const char *name);
 
 /* Layer types: the repeated structures a model's layer list is made of. */
 enum costmodel_layer_type {
@@ -99,10 +122,16 @@ enum costmodel_layer_type {
  */
 struct costmodel_layer_profile {
 	double fwd_ms;			/* forward compute */
-	double bwd_ms;			/* backward compute */
+	double bwd_ms;			/* backward compute, no recomputation */
 	double comm_ms;			/* TP/ETP collectives, forward + backward */
 	double act_bytes;		/* activations kept per micro-batch */
 	double param_bytes;		/* BF16 weights held per GPU */
+	/* parts and variants (docs/profiles.md); < 0 when a file lacks them */
+	double fwd_attn_ms;		/* of fwd_ms: the attention core (~ seq^2) */
+	double bwd_attn_ms;		/* of bwd_ms: the attention core */
+	double fwd_comm_ms;		/* of comm_ms: the forward's collectives */
+	double recompute_ms[COSTMODEL_NUM_RECOMPUTE]; /* forward work re-run */
+	double recompute_act_bytes[COSTMODEL_NUM_RECOMPUTE]; /* kept instead */
 	bool present;			/* false: the profiles lack this entry */
 	bool measured;			/* from arachne-profile measure */
 };
@@ -117,9 +146,15 @@ struct costmodel;
 struct costmodel_opts {
 	const char *profiles_dir;	/* NULL: $AR_PROFILES, else the installed dir */
 	int global_batch;		/* 0: the model's default */
-	int seq_len;			/* 0: the model's default; must match profiles */
+	/* 0: the model's default; another length scales the layer profiles
+	 * (docs/costmodel.md) or fails naming the entry that cannot scale */
+	int seq_len;
 	double runtime_overhead_gib;	/* 0: default (1.5 GiB per GPU) */
 	bool no_layer_profiles;		/* GPU and model profiles only (synth) */
+	/* new plans do not overlap the gradient reduction and the parameter
+	 * gather with compute (Megatron without --overlap-grad-reduce and
+	 * --overlap-param-gather) */
+	bool no_overlap;
 };
 
 /*
@@ -170,13 +205,18 @@ struct costmodel_node {
 	char *name;			/* hostname, or "h100-0007" when anonymous */
 	int gpu;			/* GPU type index */
 	int gpus;			/* GPUs in this node */
+	/* as the node's group gives them; 0: not given (the defaults apply) */
+	int nics;			/* network links of the node */
+	double nic_gbps;		/* one link's rate */
+	double intra_node_GBps;		/* GPU to GPU inside the node, per direction */
 };
 
 struct costmodel_cluster {
 	char *name;
 	struct costmodel_node *nodes;
 	size_t nnodes;
-	double inter_node_gbps;		/* > 0 overrides the profiles' network_gbps */
+	/* > 0: the network of every node whose group gives no nic_gbps */
+	double inter_node_gbps;
 	/* Node indices sorted by name, for costmodel_cluster_node_find();
 	 * set by costmodel_cluster_from_json(), NULL: found by a scan. */
 	int *by_name;
@@ -195,6 +235,23 @@ json_t *costmodel_cluster_to_json(const struct costmodel *cm,
 				  const struct costmodel_cluster *cl);
 void costmodel_cluster_free(struct costmodel_cluster *cl);
 int costmodel_cluster_total_gpus(const struct costmodel_cluster *cl);
+/*
+ * A node's network, all its links together, in Gb/s: nics x nic_gbps, the
+ * link rate defaulting to the cluster's inter_node_gbps, then to the GPU
+ * profile's network_gbps.
+ */
+double costmodel_node_network_gbps(const struct costmodel *cm,
+				   const struct costmodel_cluster *cl, int node);
+/* A node's GPU-to-GPU link per direction, GB/s: its own or the profile's. */
+double costmodel_node_intra_GBps(const struct costmodel *cm,
+				 const struct costmodel_cluster *cl, int node);
+/*
+ * Per-direction GB/s of an intra-node link class ("nvlink3", "pcie4",
+ * docs/costmodel.md lists them and their sources); 0 for an unknown name.
+ */
+double costmodel_link_class_GBps(const char *name);
+/* The link class names, comma-separated, for messages. */
+const char *costmodel_link_class_names(void);
 /* Index of the node called @name, or -1. */
 int costmodel_cluster_node_find(const struct costmodel_cluster *cl,
 				const char *name);
@@ -222,7 +279,7 @@ struct costmodel_stage {
 	int dp;
 	double peak_mem_gib;		/* filled by pricing */
 	double time_s;			/* per micro-batch, fwd+bwd+comm; pricing */
-	double sync_s;			/* gradient synchronization; pricing */
+	double sync_s;			/* its gradient collectives in all; pricing */
 };
 
 struct costmodel_group {
@@ -249,12 +306,14 @@ int costmodel_template_slots(const struct costmodel_template *t);
 struct costmodel_group *costmodel_template_group(const struct costmodel_template *t,
 						 int replica, int stage, int k);
 
+/* iter_s = pipeline_s + sync_s + step_s (docs/costmodel.md). */
 struct costmodel_prediction {
 	double iter_s;			/* one iteration of the global batch */
 	double iters_per_s;
 	double samples_per_s;
 	double pipeline_s;		/* slowest pipeline's 1F1B time */
-	double sync_s;			/* slowest gradient synchronization */
+	double sync_s;			/* gradient reduction the backward does not hide */
+	double step_s;			/* optimizer step and unhidden parameter gather */
 	/* the GPUs the plan uses at their profiles' price_per_hour */
 	double usd_per_hour;
 	double usd_per_sample;
@@ -264,6 +323,11 @@ struct costmodel_plan {
 	int micro_batch;		/* micro-batch size, the same plan-wide */
 	int global_batch;
 	int seq_len;
+	/* how the job runs (Megatron's flags of the same names) */
+	enum costmodel_recompute recompute;
+	bool distributed_optimizer;	/* optimizer state sharded over DP */
+	bool overlap_grad_reduce;	/* gradient reduction under the backward */
+	bool overlap_param_gather;	/* distributed optimizer: gather under the forward */
 	int ntemplates;
 	struct costmodel_template *templates;	/* owned */
 	struct costmodel_prediction predicted;	/* filled by pricing */
@@ -372,6 +436,10 @@ struct costmodel_fill_opts {
 	bool uniform_layers;		/* the layer list dealt evenly, the remainder
 					   to the last stages (Sailor's rule) */
 	bool no_expert_tiling;		/* pin ETP = TP, EP = 1 (baselines) */
+	/* recomputation modes the fill may choose from, as bits
+	 * 1 << COSTMODEL_RECOMPUTE_*; 0: every mode */
+	unsigned recompute_modes;
+	bool no_distributed_optimizer;	/* replicate the optimizer state */
 	/*
 	 * Pack and place the template only: its stages get ETP = TP, EP = 1
 	 * and no layers, nothing is split, tiled or priced, and memory is not

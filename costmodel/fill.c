@@ -257,10 +257,14 @@ static int place_template(const struct costmodel_cluster *cl,
 
 /* What one stage costs per layer of each type, for the split. */
 struct stage_rates {
-	double fixed_s;			/* p2p per micro-batch */
+	double fixed_s, fixed_fwd_s;	/* p2p per micro-batch, its forward half */
 	double time[COSTMODEL_NUM_LAYER_TYPES];	/* per layer */
+	double fwd[COSTMODEL_NUM_LAYER_TYPES];	/* of which the forward */
 	double mem[COSTMODEL_NUM_LAYER_TYPES];	/* per layer, in-flight included */
-	double sync[COSTMODEL_NUM_LAYER_TYPES];	/* per layer: gradient all-reduce */
+	double sync[COSTMODEL_NUM_LAYER_TYPES];	/* per layer: gradient reduction */
+	double gather[COSTMODEL_NUM_LAYER_TYPES]; /* distributed optimizer's gather */
+	double step[COSTMODEL_NUM_LAYER_TYPES];	/* optimizer step */
+	double params[COSTMODEL_NUM_LAYER_TYPES]; /* dense parameters per GPU */
 	double cap;			/* bytes left after the overhead */
 };
 
@@ -269,32 +273,69 @@ struct split_ctx {
 	int pipelines;			/* replicas of every template */
 	bool across_templates;		/* other templates' replicas: the network */
 	int micro_batches;		/* per replica, if the batch split evenly */
+	enum costmodel_recompute recompute;
+	bool dist;			/* distributed optimizer */
+	bool overlap_grad_reduce, overlap_param_gather;
+	double bucket;			/* parameters per gradient bucket */
 };
 
-/* One layer's gradient all-reduce of @bytes per rank over @ranks ranks. */
-static double layer_sync_s(const struct cm_stage_links *lk,
-			   const struct split_ctx *ctx, double bytes, int ranks)
+/*
+ * The data-parallel group of a stage as the split sees it: its own
+ * replicas where it is the only template, else also one rank on a node
+ * of its own for every other pipeline (the pricing knows better).
+ */
+static struct cm_group split_group(const struct cm_stage_links *lk,
+				   const struct split_ctx *ctx, int replicas)
 {
-	double Bps = ctx->across_templates ? lk->net_Bps : lk->dp_Bps;
-	double lat = ctx->across_templates ? INTER_LATENCY_S : lk->dp_lat;
+	struct cm_group g = cm_stage_group(lk, replicas);
 
-	return cm_ring_allreduce_s(bytes, ranks, Bps, lat);
+	if (ctx->across_templates) {
+		g.nodes += ctx->pipelines - replicas;
+		g.n = ctx->pipelines;
+		g.local = 1;
+	}
+	return g;
+}
+
+/*
+ * One layer's share of its stage's gradient collectives over @g for
+ * @params parameters per GPU: bandwidth, and the latency of the buckets
+ * it fills a part of; the distributed optimizer's gather; its step.
+ */
+static void layer_sync(const struct costmodel *cm, const struct split_ctx *ctx,
+		       const struct cm_group *g, double params, double hbm_Bps,
+		       double *rs, double *ag, double *step)
+{
+	double g_bytes = cm->model.grad_bytes_per_param;
+	double lat = cm_allreduce_lat_s(g) * params / ctx->bucket;
+
+	if (ctx->dist) {
+		*rs += 0.5 * (cm_allreduce_bw_s(g, params * g_bytes) + lat);
+		*ag += 0.5 * (cm_allreduce_bw_s(g, params * 2) + lat);
+	} else {
+		*rs += cm_allreduce_bw_s(g, params * g_bytes) + lat;
+	}
+	*step += (params / (ctx->dist && g->n > 1 ? g->n : 1) * OPT_STEP_BYTES +
+		  params * g_bytes) / hbm_Bps;
 }
 
 /* Candidate expert layouts of one stage. */
 struct tiling {
 	int ep, etp;
-	double time, mem;		/* per MoE layer, memory with in-flight */
-	double sync;			/* per MoE layer: dense and expert all-reduce */
+	double time, fwd, mem;		/* per MoE layer, memory with in-flight */
+	double sync, gather, step;	/* per MoE layer: dense and expert */
+	double params;			/* dense parameters per GPU */
 };
 
 #define MAX_TILINGS 64
 
 static int stage_tilings(const struct costmodel *cm, int gpu, int tp, int W,
 			 int mbs, int inflight, const struct cm_stage_links *lk,
-			 const struct split_ctx *ctx, bool pinned,
+			 const struct split_ctx *ctx, int replicas, bool pinned,
 			 struct tiling *out)
 {
+	double hbm_Bps = cm->gpus[gpu].hbm_GBps * 1e9 * HBM_EFFICIENCY;
+	struct cm_group dense = split_group(lk, ctx, replicas);
 	int n = 0;
 
 	for (int etp = 1; etp <= tp; etp *= 2) {
@@ -302,21 +343,33 @@ static int stage_tilings(const struct costmodel *cm, int gpu, int tp, int W,
 			continue;
 		for (int ep = 1; ep <= W / etp && n < MAX_TILINGS; ep++) {
 			struct cm_layer_cost c;
+			struct cm_group expert = dense;
+			int local = lk->gpus_per_node_min / (ep * etp);
 
 			if ((W / etp) % ep || cm->model.experts % ep)
 				continue;
 			if (pinned && ep != 1)
 				continue;
 			if (cm_layer_cost(cm, gpu, tp, mbs, COSTMODEL_LAYER_ATTN,
-					  ep, etp, lk, &c) < 0)
+					  ep, etp, ctx->recompute, lk, &c) < 0)
 				continue;
+			expert.n = W / (ep * etp);
+			expert.nodes = lk->nodes;
+			expert.local = local < 1 ? 1 : local;
+			memset(&out[n], 0, sizeof(out[n]));
 			out[n].ep = ep;
 			out[n].etp = etp;
 			out[n].time = c.time_s;
-			out[n].mem = c.state_bytes + inflight * c.act_bytes;
-			out[n].sync = layer_sync_s(lk, ctx, c.grad_bytes, ctx->pipelines) +
-				      layer_sync_s(lk, ctx, c.expert_grad_bytes,
-						   W / (ep * etp));
+			out[n].fwd = c.fwd_s;
+			out[n].params = c.params;
+			out[n].mem = cm_state_bytes(cm, c.params, ctx->dist ? dense.n : 1) +
+				     cm_state_bytes(cm, c.expert_params,
+						    ctx->dist ? expert.n : 1) +
+				     inflight * c.act_bytes;
+			layer_sync(cm, ctx, &dense, c.params, hbm_Bps,
+				   &out[n].sync, &out[n].gather, &out[n].step);
+			layer_sync(cm, ctx, &expert, c.expert_params, hbm_Bps,
+				   &out[n].sync, &out[n].gather, &out[n].step);
 			n++;
 		}
 	}
@@ -471,35 +524,55 @@ static void split_bisect(const struct costmodel *cm, const struct stage_rates *s
 /* A split's 1F1B iteration as the pricing sees it, the batch split evenly. */
 struct split_cost {
 	double slowest;			/* stage time per micro-batch */
-	double slowest_sync;		/* stage gradient all-reduce */
+	double slowest_sync;		/* stage gradient reduction */
+	double exposed;			/* what of the collectives 1F1B leaves out */
 	double iter;			/* the slowest stage once per micro-batch
-					   but one, every stage once, the sync */
+					   but one, every stage once, what the
+					   overlap does not hide, the step */
 };
 
 static struct split_cost split_estimate(const struct costmodel *cm,
 					const struct stage_rates *sr, int d,
-					const int *last, int micro_batches)
+					const int *last, const struct split_ctx *ctx)
 {
-	double tmax = 0, tsum = 0, ymax = 0;
+	double tmax = 0, tsum = 0, ymax = 0, exposed = 0, step_max = 0;
+	double bwd_before = 0, fwd_before = 0;
 
 	for (int s = 0, a = 0; s < d; s++) {
-		double t = sr[s].fixed_s, y = 0;
+		double t = sr[s].fixed_s, f = sr[s].fixed_fwd_s, y = 0, g = 0;
+		double step = 0, params = 0, keep;
 
 		for (int l = a; l <= last[s]; l++) {
 			enum costmodel_layer_type type = cm_layer_type(cm, l);
 
 			t += sr[s].time[type];
+			f += sr[s].fwd[type];
 			y += sr[s].sync[type];
+			g += sr[s].gather[type];
+			step += sr[s].step[type];
+			params += sr[s].params[type];
 		}
+		ymax = fmax(ymax, y);
+		/* (1 - 1/buckets) of the stage's own last pass hides them,
+		 * and the passes of the stages before it */
+		keep = 1 - 1 / fmax(1, ceil(params / ctx->bucket));
+		if (ctx->overlap_grad_reduce)
+			y = fmax(0, y - keep * (t - f) - bwd_before);
+		if (ctx->overlap_param_gather)
+			g = fmax(0, g - keep * f - fwd_before);
+		bwd_before += t - f;
+		fwd_before += f;
 		tmax = fmax(tmax, t);
 		tsum += t;
-		ymax = fmax(ymax, y);
+		exposed = fmax(exposed, y);
+		step_max = fmax(step_max, step + g);
 		a = last[s] + 1;
 	}
 	return (struct split_cost){
 		.slowest = tmax,
 		.slowest_sync = ymax,
-		.iter = (micro_batches - 1) * tmax + tsum + ymax,
+		.exposed = exposed,
+		.iter = (ctx->micro_batches - 1) * tmax + tsum + exposed + step_max,
 	};
 }
 
@@ -519,7 +592,7 @@ static void split_balance_sync(const struct costmodel *cm,
 			       const struct stage_rates *sr, int d, double hi,
 			       const struct split_ctx *ctx, int *last)
 {
-	struct split_cost first = split_estimate(cm, sr, d, last, ctx->micro_batches);
+	struct split_cost first = split_estimate(cm, sr, d, last, ctx);
 	double best = first.iter;
 	/*
 	 * The least stage time only grows as the sync limit tightens, so
@@ -531,7 +604,7 @@ static void split_balance_sync(const struct costmodel *cm,
 	double best_S = 0, best_lo = 0, best_hi = 0;
 	int trial[COSTMODEL_MAX_DEPTH], worse = 0;
 
-	if (first.slowest_sync <= SYNC_SHARE * first.iter)
+	if (first.exposed <= SYNC_SHARE * first.iter)
 		return;
 	for (int k = 1; k <= SYNC_STEPS && worse < 2; k++) {
 		struct split_limits lim = { .S = first.slowest_sync * pow(SYNC_STEP, k) };
@@ -547,7 +620,7 @@ static void split_balance_sync(const struct costmodel *cm,
 				break;	/* tighter limits fit no better */
 		}
 		split_bisect(cm, sr, d, lim.S, SWEEP_PRECISION, &lo, &lim.T, trial);
-		iter = split_estimate(cm, sr, d, trial, ctx->micro_batches).iter;
+		iter = split_estimate(cm, sr, d, trial, ctx).iter;
 		if (iter < best) {
 			best = iter;
 			memcpy(last, trial, d * sizeof(*last));
@@ -562,7 +635,7 @@ static void split_balance_sync(const struct costmodel *cm,
 	if (best_S > 0) {
 		/* the chosen limit's split to the full precision */
 		split_bisect(cm, sr, d, best_S, SPLIT_PRECISION, &best_lo, &best_hi, trial);
-		if (split_estimate(cm, sr, d, trial, ctx->micro_batches).iter <= best)
+		if (split_estimate(cm, sr, d, trial, ctx).iter <= best)
 			memcpy(last, trial, d * sizeof(*last));
 	}
 }
@@ -602,13 +675,15 @@ static int uniform_fits(const struct costmodel *cm, const struct stage_rates *sr
 
 /*
  * Split @t's layers and tile its MoE stages for micro-batch @mbs with
- * @micro_batches per replica expected (for the in-flight counts).
+ * @micro_batches per replica expected (for the in-flight counts).  Sets
+ * *@tight when some stage could not take one more block for its memory:
+ * there more recomputation may pay.
  */
 static int template_fill(const struct costmodel *cm,
 			 const struct costmodel_cluster *cl,
 			 struct costmodel_template *t, int mbs,
 			 const struct split_ctx *ctx,
-			 const struct costmodel_fill_opts *opts)
+			 const struct costmodel_fill_opts *opts, bool *tight)
 {
 	struct cm_stage_links lk[COSTMODEL_MAX_DEPTH];
 	struct stage_rates sr[COSTMODEL_MAX_DEPTH] = { 0 };
@@ -626,18 +701,21 @@ static int template_fill(const struct costmodel *cm,
 	for (int s = 0; s < d; s++) {
 		struct costmodel_stage *st = &t->stages[s];
 		int inflight = d - s;
-		double cheapest = DBL_MAX, leanest = DBL_MAX;
+		double cheapest = DBL_MAX, leanest = DBL_MAX, transient = 0;
+		double hbm_Bps = cm->gpus[st->gpu].hbm_GBps * 1e9 * HBM_EFFICIENCY;
+		struct cm_group group = split_group(&lk[s], ctx, t->replicas);
 		int ci = -1, li = -1;
 
 		memset(&sr[s], 0, sizeof(sr[s]));
-		sr[s].cap = cm->gpus[st->gpu].memory_gib * GIB - cm->overhead_bytes;
 		st->ep = 1;
 		st->etp = st->tp;
 		st->edp = t->replicas;
-		if (lk[s].p2p_Bps > 0)
-			sr[s].fixed_s = 2.0 * ((double)mbs * cm->model.seq_len *
-					       cm->model.hidden * 2.0 / lk[s].p2p_Bps +
-					       lk[s].p2p_lat);
+		if (lk[s].p2p_Bps > 0) {
+			sr[s].fixed_fwd_s = (double)mbs / lk[s].p2p_shards *
+					    cm->model.seq_len * cm->model.hidden * 2.0 /
+					    lk[s].p2p_Bps + lk[s].p2p_lat;
+			sr[s].fixed_s = 2 * sr[s].fixed_fwd_s;
+		}
 		for (int type = 0; type < COSTMODEL_NUM_LAYER_TYPES; type++) {
 			struct cm_layer_cost c;
 
@@ -647,41 +725,64 @@ static int template_fill(const struct costmodel *cm,
 			     cm->model.dense_layers == 0))
 				continue;
 			if (cm_layer_cost(cm, st->gpu, st->tp, mbs, type, 1, st->tp,
-					  &lk[s], &c) < 0)
+					  ctx->recompute, &lk[s], &c) < 0)
 				return -AR_ENOPROFILE;
 			sr[s].time[type] = c.time_s;
-			sr[s].mem[type] = c.state_bytes + inflight * c.act_bytes;
-			sr[s].sync[type] = layer_sync_s(&lk[s], ctx, c.grad_bytes,
-							ctx->pipelines);
+			sr[s].fwd[type] = c.fwd_s;
+			sr[s].params[type] = c.params;
+			sr[s].mem[type] = cm_state_bytes(cm, c.params,
+							 ctx->dist ? group.n : 1) +
+					  inflight * c.act_bytes;
+			layer_sync(cm, ctx, &group, c.params, hbm_Bps, &sr[s].sync[type],
+				   &sr[s].gather[type], &sr[s].step[type]);
+			if (ctx->recompute != COSTMODEL_RECOMPUTE_NONE)
+				transient = fmax(transient, c.act_full_bytes - c.act_bytes);
 		}
-		if (!moe)
-			continue;
-		ntiles[s] = stage_tilings(cm, st->gpu, st->tp,
-					  st->tp * t->replicas, mbs, inflight,
-					  &lk[s], ctx, opts->no_expert_tiling,
-					  tiles[s]);
-		if (!ntiles[s])
-			return -AR_ENOPROFILE;
-		for (int i = 0; i < ntiles[s]; i++) {
-			double cost = tiles[s][i].time + sync_weight * tiles[s][i].sync;
+		if (moe) {
+			ntiles[s] = stage_tilings(cm, st->gpu, st->tp,
+						  st->tp * t->replicas, mbs, inflight,
+						  &lk[s], ctx, t->replicas,
+						  opts->no_expert_tiling, tiles[s]);
+			if (!ntiles[s])
+				return -AR_ENOPROFILE;
+			for (int i = 0; i < ntiles[s]; i++) {
+				double cost = tiles[s][i].time + sync_weight * tiles[s][i].sync;
 
-			if (cost < cheapest) {
-				cheapest = cost;
-				ci = i;
+				if (cost < cheapest) {
+					cheapest = cost;
+					ci = i;
+				}
+				if (tiles[s][i].mem < leanest) {
+					leanest = tiles[s][i].mem;
+					li = i;
+				}
 			}
-			if (tiles[s][i].mem < leanest) {
-				leanest = tiles[s][i].mem;
-				li = i;
+			/*
+			 * Split with the time and sync of the tiling cheapest
+			 * over an iteration and the leanest's memory; the
+			 * tiling is chosen once the split is known.
+			 */
+			sr[s].time[COSTMODEL_LAYER_ATTN] = tiles[s][ci].time;
+			sr[s].fwd[COSTMODEL_LAYER_ATTN] = tiles[s][ci].fwd;
+			sr[s].mem[COSTMODEL_LAYER_ATTN] = tiles[s][li].mem;
+			sr[s].sync[COSTMODEL_LAYER_ATTN] = tiles[s][ci].sync;
+			sr[s].gather[COSTMODEL_LAYER_ATTN] = tiles[s][ci].gather;
+			sr[s].step[COSTMODEL_LAYER_ATTN] = tiles[s][ci].step;
+			sr[s].params[COSTMODEL_LAYER_ATTN] = tiles[s][ci].params;
+			if (ctx->recompute != COSTMODEL_RECOMPUTE_NONE) {
+				struct cm_layer_cost c;
+
+				if (cm_layer_cost(cm, st->gpu, st->tp, mbs,
+						  COSTMODEL_LAYER_ATTN, tiles[s][li].ep,
+						  tiles[s][li].etp, ctx->recompute,
+						  &lk[s], &c) == 0)
+					transient = fmax(transient,
+							 c.act_full_bytes - c.act_bytes);
 			}
 		}
-		/*
-		 * Split with the time and sync of the tiling cheapest over an
-		 * iteration and the leanest's memory; the tiling is chosen
-		 * once the split is known.
-		 */
-		sr[s].time[COSTMODEL_LAYER_ATTN] = tiles[s][ci].time;
-		sr[s].mem[COSTMODEL_LAYER_ATTN] = tiles[s][li].mem;
-		sr[s].sync[COSTMODEL_LAYER_ATTN] = tiles[s][ci].sync;
+		/* A recomputed layer's activations live while it runs backward. */
+		sr[s].cap = cm->gpus[st->gpu].memory_gib * GIB - cm->overhead_bytes -
+			    transient;
 	}
 
 	if (opts->uniform_layers) {
@@ -701,19 +802,27 @@ static int template_fill(const struct costmodel *cm,
 		struct split_limits all = { .T = hi, .S = DBL_MAX };
 		double lo = 0, top = hi;
 
-		if (!split_fits(cm, sr, d, &all, NULL))
-			return ar_seterr(-AR_EINFEASIBLE, "the layers do not fit the memory of %d stages",
-					 d);
+		if (!split_fits(cm, sr, d, &all, NULL)) {
+			return ar_seterr(-AR_EINFEASIBLE, "the layers do not fit the memory of %d stage%s",
+					 d, d == 1 ? "" : "s");
+		}
 		split_bisect(cm, sr, d, DBL_MAX, SPLIT_PRECISION, &lo, &top, last);
 		split_balance_sync(cm, sr, d, hi, ctx, last);
 	}
 
 	for (int s = 0, a = 0; s < d; s++) {
 		struct costmodel_stage *st = &t->stages[s];
+		double used = 0;
+		double block = fmax(sr[s].mem[COSTMODEL_LAYER_BLOCK],
+				    sr[s].mem[COSTMODEL_LAYER_ATTN]);
 
 		st->first_layer = a;
 		st->last_layer = last[s];
 		a = last[s] + 1;
+		for (int l = st->first_layer; l <= st->last_layer; l++)
+			used += sr[s].mem[cm_layer_type(cm, l)];
+		if (used + block > sr[s].cap)
+			*tight = true;
 		if (!moe)
 			continue;
 		/* The tiling cheapest over an iteration that fits the stage. */
@@ -747,22 +856,34 @@ static int template_fill(const struct costmodel *cm,
 	return 0;
 }
 
-/* Split, tile and price @plan at micro-batch @mbs. */
+/*
+ * Split, tile and price @plan at micro-batch @mbs under its recomputation
+ * and optimizer options; *@tight as template_fill() says.
+ */
 static int plan_fill_at(const struct costmodel *cm,
 			const struct costmodel_cluster *cl,
 			struct costmodel_plan *plan, int mbs,
-			const struct costmodel_fill_opts *opts)
+			const struct costmodel_fill_opts *opts, bool *tight)
 {
-	struct split_ctx ctx = { .across_templates = plan->ntemplates > 1 };
+	struct split_ctx ctx = {
+		.across_templates = plan->ntemplates > 1,
+		.recompute = plan->recompute,
+		.dist = plan->distributed_optimizer,
+		.overlap_grad_reduce = plan->overlap_grad_reduce,
+		.overlap_param_gather = plan->overlap_param_gather,
+	};
 	int rc;
 
 	for (int j = 0; j < plan->ntemplates; j++)
 		ctx.pipelines += plan->templates[j].replicas;
 	ctx.micro_batches = (plan->global_batch + mbs * ctx.pipelines - 1) /
 			    (mbs * ctx.pipelines);
+	ctx.bucket = cm_bucket_params(cm, ctx.pipelines);
 	plan->micro_batch = mbs;
+	*tight = false;
 	for (int j = 0; j < plan->ntemplates; j++) {
-		rc = template_fill(cm, cl, &plan->templates[j], mbs, &ctx, opts);
+		rc = template_fill(cm, cl, &plan->templates[j], mbs, &ctx, opts,
+				   tight);
 		if (rc < 0)
 			return rc;
 		plan->templates[j].micro_batches = 0;
@@ -770,7 +891,15 @@ static int plan_fill_at(const struct costmodel *cm,
 	return costmodel_plan_price(cm, cl, plan);
 }
 
-/* Try every micro-batch size on @plan; keep the fastest in @plan. */
+/*
+ * Try every micro-batch size and recomputation mode on @plan; keep the
+ * fastest in @plan.  Recomputation only buys memory, so a mode is tried
+ * only where the cheaper one did not fit or was short of memory somewhere
+ * (a stage could not take one more block).  The distributed optimizer is
+ * on unless @opts turns it off: it moves 6 bytes a parameter where the
+ * all-reduce moves 8, steps over 1/DP of the state and holds 12/DP of it,
+ * so it is never slower here.
+ */
 static int plan_fill_best(const struct costmodel *cm,
 			  const struct costmodel_cluster *cl,
 			  struct costmodel_plan *plan,
@@ -787,31 +916,40 @@ static int plan_fill_best(const struct costmodel *cm,
 		    plan->templates[j].nstages)
 			return ar_seterr(-AR_EINVAL, "template %d has a stage with data parallelism of its own (dp > 1), which the fill does not complete",
 					 j);
-
+	plan->distributed_optimizer = !opts->no_distributed_optimizer;
 	for (int mbs = 1; mbs <= COSTMODEL_MAX_MBS; mbs *= 2) {
 		if (opts->fixed_micro_batch > 0 && mbs != opts->fixed_micro_batch)
 			continue;
 		if (mbs > plan->global_batch)
 			break;
-		rc = costmodel_plan_copy(&trial, plan);
-		if (rc < 0)
-			goto out;
-		rc = plan_fill_at(cm, cl, &trial, mbs, opts);
-		if (rc == -ENOMEM)
-			goto out;
-		if (rc < 0) {
-			if (!first_rc) {
-				first_rc = rc;
-				snprintf(why, sizeof(why), "%s", ar_errmsg());
-			}
-			continue;
-		}
-		if (!found || trial.predicted.samples_per_s >
-			      best.predicted.samples_per_s) {
-			rc = costmodel_plan_copy(&best, &trial);
+		for (int r = 0; r < COSTMODEL_NUM_RECOMPUTE; r++) {
+			bool tight = false;
+
+			if (opts->recompute_modes && !(opts->recompute_modes & (1u << r)))
+				continue;
+			rc = costmodel_plan_copy(&trial, plan);
 			if (rc < 0)
 				goto out;
-			found = true;
+			trial.recompute = (enum costmodel_recompute)r;
+			rc = plan_fill_at(cm, cl, &trial, mbs, opts, &tight);
+			if (rc == -ENOMEM)
+				goto out;
+			if (rc < 0) {
+				if (!first_rc) {
+					first_rc = rc;
+					snprintf(why, sizeof(why), "%s", ar_errmsg());
+				}
+				continue;
+			}
+			if (!found || trial.predicted.samples_per_s >
+				      best.predicted.samples_per_s) {
+				rc = costmodel_plan_copy(&best, &trial);
+				if (rc < 0)
+					goto out;
+				found = true;
+			}
+			if (!tight)
+				break;	/* more recomputation buys nothing here */
 		}
 	}
 	if (!found) {
@@ -929,6 +1067,7 @@ double costmodel_stage_speed(const struct costmodel *cm, int gpu, int tp)
 {
 	static const struct cm_stage_links no_links = {
 		.intra_Bps = 1, .net_Bps = 1, .gpus_per_node_min = 1,
+		.tp_comm_scale = 1,
 	};
 	double best = 0;
 
@@ -940,7 +1079,8 @@ double costmodel_stage_speed(const struct costmodel *cm, int gpu, int tp)
 			struct cm_layer_cost c;
 
 			ok = cm_layer_cost(cm, gpu, tp, mbs, cm_layer_type(cm, l),
-					   1, tp, &no_links, &c) == 0;
+					   1, tp, COSTMODEL_RECOMPUTE_NONE,
+					   &no_links, &c) == 0;
 			total += c.time_s;
 		}
 		if (ok && total > 0 && mbs / total > best)
@@ -953,12 +1093,14 @@ double costmodel_block_state_bytes(const struct costmodel *cm, int gpu, int tp)
 {
 	static const struct cm_stage_links no_links = {
 		.intra_Bps = 1, .net_Bps = 1, .gpus_per_node_min = 1,
+		.tp_comm_scale = 1,
 	};
 	struct cm_layer_cost c;
 	int layer = cm->nlayers > 2 ? cm->nlayers - 2 : 0;
 
 	if (cm_layer_cost(cm, gpu, tp, 1, cm_layer_type(cm, layer), 1, tp,
-			  &no_links, &c) < 0)
+			  COSTMODEL_RECOMPUTE_NONE, &no_links, &c) < 0)
 		return 0;
-	return c.state_bytes;
+	/* Without the distributed optimizer: a replica may be alone. */
+	return cm_state_bytes(cm, c.params + c.expert_params, 1);
 }

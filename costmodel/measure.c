@@ -260,7 +260,7 @@ static int measure_entry(struct measure_ctx *mc,
 			 struct costmodel_layer_profile *prof)
 {
 	struct synth_layer ly;
-	double fwd = 0, bwd = 0, fwd_comm = 0, bwd_comm;
+	double op_fwd[SYNTH_MAX_OPS], op_bwd[SYNTH_MAX_OPS], bwd_comm;
 	int rc, i;
 
 	rc = costmodel_synth_describe(model, g, tp, mbs, type, &ly);
@@ -268,36 +268,25 @@ static int measure_entry(struct measure_ctx *mc,
 		return rc;
 	for (i = 0; i < ly.nops; i++) {
 		const struct synth_op *op = &ly.ops[i];
-		double f, b;
 
 		if (op->kind == SYNTH_OP_ALLREDUCE) {
-			rc = allreduce_s(mc, g, tp, op->bytes, &f);
-			b = 0;
-			fwd_comm += f;
+			rc = allreduce_s(mc, g, tp, op->bytes, &op_fwd[i]);
+			op_bwd[i] = 0;
 		} else {
-			rc = op_time(mc, op, &f, &b);
-			fwd += f;
-			bwd += b;
+			rc = op_time(mc, op, &op_fwd[i], &op_bwd[i]);
 		}
 		if (rc < 0)
 			return rc;
 		if (mc->opts->verbose)
 			fprintf(stderr, "tp%d.mbs%d.%s %-14s fwd %9.4f ms  bwd %9.4f ms\n",
 				tp, mbs, costmodel_synth_type_name(type),
-				op->what, f * 1e3, b * 1e3);
+				op->what, op_fwd[i] * 1e3, op_bwd[i] * 1e3);
 	}
 	rc = allreduce_s(mc, g, tp, ly.bwd_allreduce_bytes, &bwd_comm);
 	if (rc < 0)
 		return rc;
-	bwd_comm *= ly.bwd_allreduces;
-
-	memset(prof, 0, sizeof(*prof));
-	prof->fwd_ms = fwd * 1e3;
-	prof->bwd_ms = (bwd + (ly.recompute ? fwd : 0)) * 1e3;
-	prof->comm_ms = (fwd_comm * (ly.recompute ? 2 : 1) + bwd_comm) * 1e3;
-	prof->act_bytes = ly.act_bytes;
-	prof->param_bytes = ly.param_bytes;
-	prof->present = true;
+	costmodel_synth_entry(&ly, op_fwd, op_bwd, bwd_comm * ly.bwd_allreduces,
+			      prof);
 	prof->measured = true;
 	return 0;
 }

@@ -24,7 +24,32 @@ struct costmodel_plan *costmodel_plan_create(const struct costmodel *cm)
 	plan->micro_batch = 1;
 	plan->global_batch = cm->model.global_batch;
 	plan->seq_len = cm->model.seq_len;
+	plan->recompute = COSTMODEL_RECOMPUTE_NONE;
+	plan->distributed_optimizer = false;
+	plan->overlap_grad_reduce = !cm->no_overlap;
+	plan->overlap_param_gather = !cm->no_overlap;
 	return plan;
+}
+
+static const char *const recompute_names[COSTMODEL_NUM_RECOMPUTE] = {
+	[COSTMODEL_RECOMPUTE_NONE] = "none",
+	[COSTMODEL_RECOMPUTE_SELECTIVE] = "selective",
+	[COSTMODEL_RECOMPUTE_FULL] = "full",
+};
+
+const char *costmodel_recompute_name(enum costmodel_recompute r)
+{
+	if ((int)r < 0 || r >= COSTMODEL_NUM_RECOMPUTE)
+		return NULL;
+	return recompute_names[r];
+}
+
+int costmodel_recompute_find(const char *name)
+{
+	for (int r = 0; r < COSTMODEL_NUM_RECOMPUTE; r++)
+		if (strcmp(name, recompute_names[r]) == 0)
+			return r;
+	return -1;
 }
 
 static void templates_free(struct costmodel_template *t, int n)
@@ -191,6 +216,9 @@ int costmodel_plan_check(const struct costmodel *cm,
 				 plan->seq_len, cm->model.seq_len);
 	if (plan->ntemplates < 1)
 		return ar_seterr(-AR_EINVAL, "plan: no templates");
+	if ((int)plan->recompute < 0 || plan->recompute >= COSTMODEL_NUM_RECOMPUTE)
+		return ar_seterr(-AR_EINVAL, "plan: recompute mode %d is not none, selective or full",
+				 (int)plan->recompute);
 	used = calloc(cl->nnodes ? cl->nnodes : 1, sizeof(*used));
 	if (!used)
 		return -ENOMEM;
@@ -317,12 +345,16 @@ json_t *costmodel_plan_to_json(const struct costmodel *cm,
 	used = calloc(cl->nnodes ? cl->nnodes : 1, sizeof(*used));
 	if (!used)
 		return NULL;
-	root = json_pack("{s:i, s:s, s:i, s:i, s:i}",
+	root = json_pack("{s:i, s:s, s:i, s:i, s:i, s:s, s:b, s:b, s:b}",
 			 "arachne_plan", PLAN_FORMAT_VERSION,
 			 "model", cm->model.name,
 			 "global_batch", plan->global_batch,
 			 "seq_len", plan->seq_len,
-			 "micro_batch", plan->micro_batch);
+			 "micro_batch", plan->micro_batch,
+			 "recompute", costmodel_recompute_name(plan->recompute),
+			 "distributed_optimizer", plan->distributed_optimizer,
+			 "overlap_grad_reduce", plan->overlap_grad_reduce,
+			 "overlap_param_gather", plan->overlap_param_gather);
 	templates = json_array();
 	unused = json_array();
 	for (int i = 0; i < plan->ntemplates; i++) {
@@ -378,7 +410,10 @@ json_t *costmodel_plan_to_json(const struct costmodel *cm,
 	free(used);
 	json_object_set_new(root, "templates", templates);
 	json_object_set_new(root, "unused", unused);
-	json_object_set_new(root, "predicted", json_pack("{s:f, s:f, s:f, s:f, s:f}",
+	json_object_set_new(root, "predicted", json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+		"pipeline_s", rounded(plan->predicted.pipeline_s, 6),
+		"sync_s", rounded(plan->predicted.sync_s, 6),
+		"step_s", rounded(plan->predicted.step_s, 6),
 		"iter_s", rounded(plan->predicted.iter_s, 6),
 		"iters_per_s", rounded(plan->predicted.iters_per_s, 6),
 		"samples_per_s", rounded(plan->predicted.samples_per_s, 4),
@@ -415,6 +450,19 @@ json_t *costmodel_plan_to_json(const struct costmodel *cm,
 #define PLAN_MAX_BATCH		(1 << 24)
 #define PLAN_MAX_SEQ		(1 << 20)
 #define PLAN_MAX_EDP		(PLAN_MAX_REPLICAS * COSTMODEL_MAX_TP * COSTMODEL_MAX_MBS)
+
+/* An optional boolean member of the plan. */
+static int get_bool(const json_t *obj, const char *key, bool *out)
+{
+	json_t *v = json_object_get(obj, key);
+
+	if (!v)
+		return 0;
+	if (!json_is_boolean(v))
+		return ar_seterr(-AR_EINVAL, "plan: \"%s\" must be true or false", key);
+	*out = json_is_true(v);
+	return 0;
+}
 
 static int parse_stage(const struct costmodel *cm, const json_t *js,
 		       const char *what, int replicas,
@@ -584,8 +632,9 @@ int costmodel_plan_from_json(const struct costmodel *cm,
 {
 	static const char *const keys[] = {
 		"arachne_plan", "model", "global_batch", "seq_len",
-		"micro_batch", "templates", "unused", "predicted", "planner",
-		NULL
+		"micro_batch", "recompute", "distributed_optimizer",
+		"overlap_grad_reduce", "overlap_param_gather", "templates",
+		"unused", "predicted", "planner", NULL
 	};
 	struct costmodel_plan *plan;
 	json_t *v, *templates, *jt;
@@ -615,6 +664,18 @@ int costmodel_plan_from_json(const struct costmodel *cm,
 			      &plan->seq_len)) < 0 ||
 	    (rc = ar_json_int(root, "micro_batch", "plan", 1, COSTMODEL_MAX_MBS, true,
 			      &plan->micro_batch)) < 0)
+		goto err;
+	v = json_object_get(root, "recompute");
+	if (v && (!json_is_string(v) ||
+		  (rc = costmodel_recompute_find(json_string_value(v))) < 0)) {
+		rc = ar_seterr(-AR_EINVAL, "plan: \"recompute\" must be \"none\", \"selective\" or \"full\"");
+		goto err;
+	}
+	if (v)
+		plan->recompute = (enum costmodel_recompute)rc;
+	if ((rc = get_bool(root, "distributed_optimizer", &plan->distributed_optimizer)) < 0 ||
+	    (rc = get_bool(root, "overlap_grad_reduce", &plan->overlap_grad_reduce)) < 0 ||
+	    (rc = get_bool(root, "overlap_param_gather", &plan->overlap_param_gather)) < 0)
 		goto err;
 	/* What the plan says of itself is output; only its types are held. */
 	v = json_object_get(root, "planner");

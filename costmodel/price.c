@@ -3,10 +3,15 @@
  *
  * One pipeline with M micro-batches under 1F1B takes
  *	(M - 1) * max_s t_s + sum_s t_s
- * where t_s is stage s's forward + backward + collectives + p2p time for
- * one micro-batch (on micro_batch / dp samples for a stage with dp groups).  Pipelines of different speed share the global batch
- * in proportion to their speed, then every layer's gradients are
- * all-reduced across all pipelines at the slowest participating link.
+ * where t_s is stage s's forward + backward (+ recomputation) +
+ * collectives + p2p time for one micro-batch (on micro_batch / dp samples
+ * for a stage with dp groups of its own).  Pipelines of different
+ * speed share the global batch in proportion to their speed.  Every
+ * layer's gradients are then reduced over all its replicas, in buckets,
+ * hierarchically where replicas share nodes, at the slowest link each
+ * step crosses, under the backward of the last micro-batches as far as
+ * 1F1B leaves room; the optimizer steps; the distributed optimizer
+ * gathers the parameters back under the next forward.
  * docs/costmodel.md derives each term and says where we depart from the
  * paper.
  */
@@ -21,129 +26,181 @@
 #define AR_INTERNAL
 #include "costmodel_private.h"
 
-static int int_cmp(const void *a, const void *b)
-{
-	return *(const int *)a - *(const int *)b;
-}
+/* Nodes a scratch count array covers on the stack; larger clusters allocate. */
+#define LINKS_STACK_NODES 4096
 
 void cm_template_links(const struct costmodel *cm,
 		       const struct costmodel_cluster *cl,
 		       const struct costmodel_template *t,
 		       struct cm_stage_links *links)
 {
-	int nodes_small[64], *nodes = nodes_small;
-	int most = t->replicas;
+	/* groups per node of the stage at hand, and the nodes seen */
+	uint16_t count_small[LINKS_STACK_NODES], *count = count_small;
+	int seen_small[64], *seen = seen_small;
+	int slots = costmodel_template_slots(t), most = 0, off = 0;
+	size_t nnodes = cl->nnodes;
+	const struct costmodel_node *last = NULL;	/* links computed for */
+	double net = 0, intra = 0;
 
 	for (int s = 0; s < t->nstages; s++)
 		if (t->replicas * costmodel_stage_dp(&t->stages[s]) > most)
 			most = t->replicas * costmodel_stage_dp(&t->stages[s]);
 	if (most > 64)
-		nodes = malloc((size_t)most * sizeof(*nodes));
+		seen = malloc((size_t)most * sizeof(*seen));
+	if (nnodes > LINKS_STACK_NODES)
+		count = calloc(nnodes, sizeof(*count));
+	else
+		memset(count_small, 0, nnodes * sizeof(*count));
 	for (int s = 0; s < t->nstages; s++) {
 		struct cm_stage_links *l = &links[s];
-		int gpu = t->stages[s].gpu, tp = t->stages[s].tp;
-		int dp = costmodel_stage_dp(&t->stages[s]);
-		int groups = t->replicas * dp, first = -1;
-		int run = 0;
+		int tp = t->stages[s].tp, dp = costmodel_stage_dp(&t->stages[s]);
+		double profile_intra = cm->gpus[t->stages[s].gpu].intra_node_GBps *
+				       1e9 * LINK_EFFICIENCY;
 
-		l->intra_Bps = cm_intra_Bps(cm, gpu);
+		l->intra_Bps = DBL_MAX;
 		l->net_Bps = DBL_MAX;
-		l->gpus_per_node_min = INT32_MAX;
-		l->dp_one_node = true;
-		for (int g = 0; g < groups; g++) {
-			int node = costmodel_template_group(t, g / dp, s, g % dp)->node;
-			double bps = cm_node_net_Bps(cm, cl, node);
+		l->nodes = 0;
+		l->local_min = INT32_MAX;
+		if (!seen || !count) {
+			/* Out of memory for the scratch: assume a group a node. */
+			l->nodes = t->replicas * dp;
+			l->local_min = 1;
+		}
+		for (int r = 0; r < t->replicas; r++) {
+			const struct costmodel_group *g = &t->placement[(size_t)r * slots + off];
 
-			if (bps < l->net_Bps)
-				l->net_Bps = bps;
-			if (first < 0)
-				first = node;
-			if (node != first)
-				l->dp_one_node = false;
-			if (nodes)
-				nodes[g] = node;
-		}
-		/* Fewest GPUs of this stage on one of its nodes: bounds
-		 * which expert groups stay inside a node. */
-		if (nodes) {
-			qsort(nodes, (size_t)groups, sizeof(*nodes), int_cmp);
-			for (int r = 0; r < groups; r++) {
-				run++;
-				if (r + 1 == groups || nodes[r + 1] != nodes[r]) {
-					if (run * tp < l->gpus_per_node_min)
-						l->gpus_per_node_min = run * tp;
-					run = 0;
+			for (int k = 0; k < dp; k++) {
+				int node = g[k].node;
+
+				const struct costmodel_node *n = &cl->nodes[node];
+
+				if (seen && count && count[node]++)
+					continue;
+				/* A node first seen: its links, unless it is built
+				 * like the last one (nodes of a group are). */
+				if (!last || n->gpu != last->gpu || n->gpus != last->gpus ||
+				    n->nics != last->nics || n->nic_gbps != last->nic_gbps ||
+				    n->intra_node_GBps != last->intra_node_GBps) {
+					last = n;
+					net = cm_node_net_Bps(cm, cl, node);
+					intra = cm_intra_Bps(cm, cl, node);
 				}
+				if (net < l->net_Bps)
+					l->net_Bps = net;
+				if (intra < l->intra_Bps)
+					l->intra_Bps = intra;
+				if (seen && count)
+					seen[l->nodes++] = node;
 			}
-		} else {
-			l->gpus_per_node_min = tp;
 		}
-		if (l->dp_one_node) {
-			l->dp_Bps = l->intra_Bps;
-			l->dp_lat = INTRA_LATENCY_S;
-		} else {
-			l->dp_Bps = l->net_Bps;
-			l->dp_lat = INTER_LATENCY_S;
+		/* TP groups per node: how the stage's DP group spreads. */
+		for (int i = 0; seen && count && i < l->nodes; i++) {
+			if (count[seen[i]] < l->local_min)
+				l->local_min = count[seen[i]];
+			count[seen[i]] = 0;
 		}
+		l->gpus_per_node_min = l->local_min * tp;
+		l->intra_step_s = cm_intra_step_s(l->intra_Bps / 1e9 / LINK_EFFICIENCY);
+		/* The profiles' TP collectives ran on the GPU profile's link. */
+		l->tp_comm_scale = profile_intra / l->intra_Bps;
+		off += dp;
 	}
+	off = 0;
 	for (int s = 0; s < t->nstages; s++) {
 		struct cm_stage_links *l = &links[s];
+		int dp = costmodel_stage_dp(&t->stages[s]), next_dp;
 		bool same_node = true;
-		int dp = costmodel_stage_dp(&t->stages[s]);
 
 		if (s == t->nstages - 1) {
 			l->p2p_Bps = 0;
 			l->p2p_lat = 0;
 			l->p2p_streams = 1;
+			l->p2p_shards = 1;
 			continue;
 		}
+		/*
+		 * Sequence parallelism leaves each GPU of a TP group 1/tp of
+		 * the activation along the sequence; each sends its part
+		 * (Megatron's scatter/gather between stages did the same).
+		 */
+		l->p2p_shards = t->stages[s].tp < t->stages[s + 1].tp ?
+				t->stages[s].tp : t->stages[s + 1].tp;
 		/* Each of the smaller side's groups exchanges its share. */
-		l->p2p_streams = dp < costmodel_stage_dp(&t->stages[s + 1]) ?
-				 dp : costmodel_stage_dp(&t->stages[s + 1]);
+		next_dp = costmodel_stage_dp(&t->stages[s + 1]);
+		l->p2p_streams = dp < next_dp ? dp : next_dp;
 		for (int r = 0; r < t->replicas && same_node; r++) {
-			int node = costmodel_template_group(t, r, s, 0)->node;
+			const struct costmodel_group *g = &t->placement[(size_t)r * slots + off];
 
-			for (int k = 0; k < dp && same_node; k++)
-				same_node = costmodel_template_group(t, r, s, k)->node == node;
-			for (int k = 0; k < costmodel_stage_dp(&t->stages[s + 1]) && same_node; k++)
-				same_node = costmodel_template_group(t, r, s + 1, k)->node == node;
+			/* this stage's dp groups, then the next stage's */
+			for (int k = 1; k < dp + next_dp && same_node; k++)
+				same_node = g[k].node == g[0].node;
 		}
 		if (same_node) {
 			l->p2p_Bps = l->intra_Bps;
-			l->p2p_lat = INTRA_LATENCY_S;
+			l->p2p_lat = NCCL_BASE_LAT_S + l->intra_step_s;
 		} else {
 			l->p2p_Bps = fmin(l->net_Bps, links[s + 1].net_Bps);
-			l->p2p_lat = INTER_LATENCY_S;
+			l->p2p_lat = NCCL_BASE_LAT_S + NCCL_NET_STEP_S;
 		}
+		off += dp;
 	}
-	if (nodes != nodes_small)
-		free(nodes);
+	if (seen != seen_small)
+		free(seen);
+	if (count != count_small)
+		free(count);
 }
 
-static double prof_time_s(const struct costmodel_layer_profile *p)
+static double prof_time_s(const struct costmodel_layer_profile *p,
+			  enum costmodel_recompute rc, double comm_scale)
 {
-	return (p->fwd_ms + p->bwd_ms + p->comm_ms) * 1e-3;
+	return (p->fwd_ms + p->bwd_ms + p->comm_ms * comm_scale +
+		p->recompute_ms[rc]) * 1e-3;
+}
+
+static double prof_fwd_s(const struct costmodel_layer_profile *p,
+			 double comm_scale)
+{
+	double comm = p->fwd_comm_ms >= 0 ? p->fwd_comm_ms : p->comm_ms / 2;
+
+	return (p->fwd_ms + comm * comm_scale) * 1e-3;
+}
+
+static const char *const recompute_key[COSTMODEL_NUM_RECOMPUTE] = {
+	[COSTMODEL_RECOMPUTE_SELECTIVE] = "recompute_selective_ms and act_bytes_selective",
+	[COSTMODEL_RECOMPUTE_FULL] = "recompute_full_ms and act_bytes_full",
+};
+
+/* @p has what recomputation @rc needs. */
+static bool prof_recompute_ok(const struct costmodel_layer_profile *p,
+			      enum costmodel_recompute rc)
+{
+	return p->recompute_ms[rc] >= 0 && p->recompute_act_bytes[rc] >= 0;
 }
 
 int cm_layer_cost(const struct costmodel *cm, int gpu, int tp, int mbs,
 		  enum costmodel_layer_type type, int ep, int etp,
+		  enum costmodel_recompute rc,
 		  const struct cm_stage_links *links,
 		  struct cm_layer_cost *cost)
 {
 	const struct costmodel_model *m = &cm->model;
 	const struct costmodel_layer_profile *p, *e;
-	double state_mult = m->state_bytes_per_param / 2.0; /* per BF16 weight byte */
-	double share, slots, a2a_bytes, a2a_Bps, a2a_lat;
+	double share, slots, a2a_bytes, a2a_Bps, a2a_lat, a2a_s;
+	double scale = links->tp_comm_scale;
 
 	memset(cost, 0, sizeof(*cost));
 	p = cm_prof(cm, gpu, tp, mbs, type);
 	if (!p)
 		return ar_seterr(-AR_ENOPROFILE, "no profile for %s tp %d micro-batch %d layer type %d",
 				 cm->gpus[gpu].name, tp, mbs, type);
-	cost->time_s = prof_time_s(p);
-	cost->state_bytes = p->param_bytes * state_mult;
-	cost->act_bytes = p->act_bytes;
-	cost->grad_bytes = p->param_bytes;
+	if (!prof_recompute_ok(p, rc))
+		return ar_seterr(-AR_ENOPROFILE, "the profile of %s tp %d micro-batch %d layer type %d has no %s",
+				 cm->gpus[gpu].name, tp, mbs, type, recompute_key[rc]);
+	cost->time_s = prof_time_s(p, rc, scale);
+	cost->fwd_s = prof_fwd_s(p, scale);
+	cost->act_bytes = p->recompute_act_bytes[rc];
+	cost->act_full_bytes = p->act_bytes;
+	cost->params = p->param_bytes / 2;
 	if (type != COSTMODEL_LAYER_ATTN)
 		return 0;
 
@@ -157,23 +214,30 @@ int cm_layer_cost(const struct costmodel *cm, int gpu, int tp, int mbs,
 	if (!e)
 		return ar_seterr(-AR_ENOPROFILE, "no expert profile for %s etp %d micro-batch %d",
 				 cm->gpus[gpu].name, etp, mbs);
+	if (!prof_recompute_ok(e, rc))
+		return ar_seterr(-AR_ENOPROFILE, "the expert profile of %s etp %d micro-batch %d has no %s",
+				 cm->gpus[gpu].name, etp, mbs, recompute_key[rc]);
 	share = (double)etp / tp;
-	cost->time_s += prof_time_s(e) * share;
-	cost->state_bytes += e->param_bytes / ep * state_mult;
-	cost->act_bytes += e->act_bytes * share;
-	cost->expert_grad_bytes = e->param_bytes / ep;
+	cost->time_s += prof_time_s(e, rc, scale) * share;
+	cost->fwd_s += prof_fwd_s(e, scale) * share;
+	cost->act_bytes += e->recompute_act_bytes[rc] * share;
+	cost->act_full_bytes += e->act_bytes * share;
+	cost->expert_params = e->param_bytes / 2 / ep;
 	if (ep > 1) {
-		/* Dispatch and combine, forward and backward. */
+		/* Dispatch and combine, forward and backward (and again in a
+		 * fully recomputed forward). */
 		slots = (double)mbs * m->seq_len * m->top_k * share;
 		a2a_bytes = slots * m->hidden * 2.0 * (ep - 1) / ep;
 		if (ep * etp <= links->gpus_per_node_min) {
 			a2a_Bps = links->intra_Bps;
-			a2a_lat = INTRA_LATENCY_S;
+			a2a_lat = links->intra_step_s;
 		} else {
 			a2a_Bps = links->net_Bps;
-			a2a_lat = INTER_LATENCY_S;
+			a2a_lat = NCCL_NET_STEP_S;
 		}
-		cost->time_s += 4.0 * (a2a_bytes / a2a_Bps + (ep - 1) * a2a_lat);
+		a2a_s = a2a_bytes / a2a_Bps + NCCL_BASE_LAT_S + (ep - 1) * a2a_lat;
+		cost->time_s += (rc == COSTMODEL_RECOMPUTE_FULL ? 6 : 4) * a2a_s;
+		cost->fwd_s += 2 * a2a_s;
 	}
 	return 0;
 }
@@ -206,59 +270,62 @@ static const enum costmodel_layer_type priced_types[] = {
 	COSTMODEL_LAYER_EMBED, COSTMODEL_LAYER_BLOCK, COSTMODEL_LAYER_ATTN,
 	COSTMODEL_LAYER_HEAD,
 };
+#define NUM_PRICED ARRAY_SIZE(priced_types)
+
+/* What one stage costs per micro-batch and holds. */
+struct stage_cost {
+	double time_s, fwd_s;		/* p2p included */
+	double act_bytes;		/* per micro-batch in flight */
+	double transient_bytes;		/* a recomputed layer's activations */
+	struct cm_layer_cost per_type[COSTMODEL_NUM_LAYER_TYPES];
+	int counts[COSTMODEL_NUM_LAYER_TYPES];
+};
 
 /*
- * A stage's time per micro-batch of @mbs samples (p2p included) and memory
- * pieces.  A stage with dp groups gives each mbs / dp of the samples.
+ * A stage's time per micro-batch of @mbs samples (p2p included) and what
+ * it holds.  A stage with dp groups gives each mbs / dp of the samples.
  */
 static int stage_cost(const struct costmodel *cm, const struct costmodel_stage *st,
-		      int mbs, const struct cm_stage_links *links,
-		      double *time_s, double *state_bytes, double *act_bytes)
+		      int mbs, enum costmodel_recompute rc,
+		      const struct cm_stage_links *links, struct stage_cost *sc)
 {
-	int counts[COSTMODEL_NUM_LAYER_TYPES];
-	int sent = mbs;
-	int rc;
+	int sent = mbs, rc_err;
 
+	memset(sc, 0, sizeof(*sc));
 	if (mbs % costmodel_stage_dp(st))
 		return ar_seterr(-AR_EINVAL, "a stage of dp %d cannot share a micro-batch of %d",
 				 st->dp, mbs);
 	mbs /= costmodel_stage_dp(st);
-	count_layers(cm, st->first_layer, st->last_layer, counts);
-	*time_s = *state_bytes = *act_bytes = 0;
-	for (size_t i = 0; i < ARRAY_SIZE(priced_types); i++) {
+	count_layers(cm, st->first_layer, st->last_layer, sc->counts);
+	for (size_t i = 0; i < NUM_PRICED; i++) {
 		enum costmodel_layer_type type = priced_types[i];
-		struct cm_layer_cost c;
+		struct cm_layer_cost *c = &sc->per_type[type];
+		int n = sc->counts[type];
 
-		if (!counts[type])
+		if (!n)
 			continue;
-		rc = cm_layer_cost(cm, st->gpu, st->tp, mbs, type, st->ep,
-				   st->etp, links, &c);
-		if (rc < 0)
-			return rc;
-		*time_s += counts[type] * c.time_s;
-		*state_bytes += counts[type] * c.state_bytes;
-		*act_bytes += counts[type] * c.act_bytes;
+		rc_err = cm_layer_cost(cm, st->gpu, st->tp, mbs, type, st->ep,
+				       st->etp, rc, links, c);
+		if (rc_err < 0)
+			return rc_err;
+		sc->time_s += n * c->time_s;
+		sc->fwd_s += n * c->fwd_s;
+		sc->act_bytes += n * c->act_bytes;
+		/* Full recomputation rebuilds one layer's activations at a
+		 * time in the backward. */
+		if (rc != COSTMODEL_RECOMPUTE_NONE)
+			sc->transient_bytes = fmax(sc->transient_bytes,
+						   c->act_full_bytes - c->act_bytes);
 	}
 	if (links->p2p_Bps > 0) {
 		/* Activations forward, their gradients backward. */
-		double bytes = (double)sent / links->p2p_streams *
+		double bytes = (double)sent / links->p2p_streams / links->p2p_shards *
 			       cm->model.seq_len * cm->model.hidden * 2.0;
+		double one = bytes / links->p2p_Bps + links->p2p_lat;
 
-		*time_s += 2.0 * (bytes / links->p2p_Bps + links->p2p_lat);
+		sc->time_s += 2 * one;
+		sc->fwd_s += one;
 	}
-	return 0;
-}
-
-int cm_stage_memory(const struct costmodel *cm, const struct costmodel_stage *st,
-		    int mbs, int inflight, const struct cm_stage_links *links,
-		    double *bytes)
-{
-	double t, state, act;
-	int rc = stage_cost(cm, st, mbs, links, &t, &state, &act);
-
-	if (rc < 0)
-		return rc;
-	*bytes = state + inflight * act + cm->overhead_bytes;
 	return 0;
 }
 
@@ -310,28 +377,70 @@ static void split_batch(struct costmodel_plan *plan, const double *tmax,
 	}
 }
 
+/*
+ * Every holder of one layer, over all templates, as its data-parallel
+ * collectives see them: the dense part's group (one rank per pipeline
+ * and TP shard) and the routed experts' (their EDP ranks).
+ */
+struct layer_group {
+	struct cm_group dense, expert;
+	int tp_min, tp_max;		/* finest and coarsest holder */
+	double rs_window, ag_window;	/* the holders' least overlap room */
+	double dense_s, dense_ag_s;	/* bandwidth time, slowest holder */
+	double expert_s, expert_ag_s;
+};
+
+static void group_add(struct cm_group *g, int n, const struct cm_stage_links *l,
+		      int nodes, int local)
+{
+	if (g->n == 0) {
+		g->intra_Bps = l->intra_Bps;
+		g->net_Bps = l->net_Bps;
+		g->intra_step_s = l->intra_step_s;
+		g->local = local;
+	} else {
+		g->intra_Bps = fmin(g->intra_Bps, l->intra_Bps);
+		g->net_Bps = fmin(g->net_Bps, l->net_Bps);
+		g->intra_step_s = fmax(g->intra_step_s, l->intra_step_s);
+		if (local < g->local)
+			g->local = local;
+	}
+	g->n += n;
+	/* Templates hold disjoint GPUs and, but where a node has room for
+	 * both, disjoint nodes. */
+	g->nodes += nodes;
+}
+
 int costmodel_plan_price(const struct costmodel *cm,
 			 const struct costmodel_cluster *cl,
 			 struct costmodel_plan *plan)
 {
 	struct cm_stage_links links_small[8 * COSTMODEL_MAX_DEPTH], *links = links_small;
+	struct stage_cost *costs = NULL;
 	double tmax_small[8], tsum_small[8], *tmax = tmax_small, *tsum = tsum_small;
-	double *gsync = NULL;
-	double pipeline_s = 0, sync_s = 0;
+	struct layer_group *lg = NULL;
+	const struct costmodel_model *m = &cm->model;
+	double pipeline_s = 0, sync_s = 0, step_s = 0;
+	double grad_bytes = m->grad_bytes_per_param;
 	int n = plan->ntemplates, L = cm->nlayers, mbs = plan->micro_batch;
-	int rc = 0;
-	bool distribute = false;
+	enum costmodel_recompute rc = plan->recompute;
+	bool dist = plan->distributed_optimizer, distribute = false;
+	int err = 0;
 
 	if (n < 1)
 		return ar_seterr(-AR_EINVAL, "plan has no templates");
+	if ((int)rc < 0 || rc >= COSTMODEL_NUM_RECOMPUTE)
+		return ar_seterr(-AR_EINVAL, "plan: recompute mode %d is not none, selective or full",
+				 (int)rc);
 	if (n > 8) {
 		links = malloc((size_t)n * COSTMODEL_MAX_DEPTH * sizeof(*links));
 		tmax = malloc((size_t)n * sizeof(*tmax));
 		tsum = malloc((size_t)n * sizeof(*tsum));
 	}
-	gsync = calloc((size_t)L * 2, sizeof(*gsync)); /* dense, expert */
-	if (!links || !tmax || !tsum || !gsync) {
-		rc = -ENOMEM;
+	costs = malloc((size_t)n * COSTMODEL_MAX_DEPTH * sizeof(*costs));
+	lg = calloc((size_t)L, sizeof(*lg));
+	if (!links || !tmax || !tsum || !costs || !lg) {
+		err = -ENOMEM;
 		goto out;
 	}
 
@@ -343,14 +452,14 @@ int costmodel_plan_price(const struct costmodel *cm,
 		cm_template_links(cm, cl, t, lk);
 		tmax[j] = tsum[j] = 0;
 		for (int s = 0; s < t->nstages; s++) {
-			double state, act;
+			struct stage_cost *sc = &costs[j * COSTMODEL_MAX_DEPTH + s];
 
-			rc = stage_cost(cm, &t->stages[s], mbs, &lk[s],
-					&t->stages[s].time_s, &state, &act);
-			if (rc < 0)
+			err = stage_cost(cm, &t->stages[s], mbs, rc, &lk[s], sc);
+			if (err < 0)
 				goto out;
-			tmax[j] = fmax(tmax[j], t->stages[s].time_s);
-			tsum[j] += t->stages[s].time_s;
+			t->stages[s].time_s = sc->time_s;
+			tmax[j] = fmax(tmax[j], sc->time_s);
+			tsum[j] += sc->time_s;
 		}
 		if (t->micro_batches == 0)
 			distribute = true;
@@ -364,130 +473,206 @@ int costmodel_plan_price(const struct costmodel *cm,
 			have += (long)plan->templates[j].replicas *
 				plan->templates[j].micro_batches;
 		if (have * mbs < plan->global_batch) {
-			rc = ar_seterr(-AR_EINVAL, "plan covers %ld samples of the global batch of %d",
-				       have * mbs, plan->global_batch);
+			err = ar_seterr(-AR_EINVAL, "plan covers %ld samples of the global batch of %d",
+					have * mbs, plan->global_batch);
 			goto out;
 		}
 	}
+	for (int j = 0; j < n; j++)
+		pipeline_s = fmax(pipeline_s, (plan->templates[j].micro_batches - 1) *
+				  tmax[j] + tsum[j]);
 
-	/* The memory check, now that the in-flight counts are known. */
+	/*
+	 * Each layer's data-parallel groups: its holders in every template,
+	 * and the overlap room each holder leaves.  Under 1F1B the last
+	 * micro-batch's backward runs from the last stage to the first, so
+	 * stage s's gradients are complete sum_{s' < s} b_s' before its
+	 * pipeline ends, and its buckets go out during its own last backward
+	 * as they fill: (1 - 1/buckets) of it.  A pipeline that ends before
+	 * the slowest adds its lead.  The parameter gather likewise runs
+	 * under the next iteration's forward.
+	 */
+	for (int l = 0; l < L; l++) {
+		lg[l].rs_window = lg[l].ag_window = DBL_MAX;
+		lg[l].tp_min = INT32_MAX;
+	}
 	for (int j = 0; j < n; j++) {
 		struct costmodel_template *t = &plan->templates[j];
 		struct cm_stage_links *lk = &links[j * COSTMODEL_MAX_DEPTH];
+		double lead = pipeline_s - ((t->micro_batches - 1) * tmax[j] + tsum[j]);
+		double bwd_before = 0, fwd_before = 0;
 
 		for (int s = 0; s < t->nstages; s++) {
 			struct costmodel_stage *st = &t->stages[s];
+			struct stage_cost *sc = &costs[j * COSTMODEL_MAX_DEPTH + s];
+			double params = 0, buckets, rs_w = 0, ag_w = 0;
+			int dp = costmodel_stage_dp(st);
+
+			for (size_t i = 0; i < NUM_PRICED; i++)
+				params += sc->counts[priced_types[i]] *
+					  sc->per_type[priced_types[i]].params;
+			buckets = ceil(params / cm_bucket_params(cm, t->replicas * dp));
+			if (buckets < 1)
+				buckets = 1;
+			if (plan->overlap_grad_reduce)
+				rs_w = (1 - 1 / buckets) * (sc->time_s - sc->fwd_s) +
+				       bwd_before + lead;
+			if (plan->overlap_param_gather)
+				ag_w = (1 - 1 / buckets) * sc->fwd_s + fwd_before;
+			bwd_before += sc->time_s - sc->fwd_s;
+			fwd_before += sc->fwd_s;
+			for (int l = st->first_layer; l <= st->last_layer; l++) {
+				struct layer_group *g = &lg[l];
+				int elocal = lk[s].gpus_per_node_min / (st->ep * st->etp);
+
+				group_add(&g->dense, t->replicas * dp, &lk[s],
+					  lk[s].nodes, lk[s].local_min);
+				group_add(&g->expert, st->edp, &lk[s], lk[s].nodes,
+					  elocal < 1 ? 1 : elocal);
+				if (st->tp < g->tp_min)
+					g->tp_min = st->tp;
+				if (st->tp > g->tp_max)
+					g->tp_max = st->tp;
+				g->rs_window = fmin(g->rs_window, rs_w);
+				g->ag_window = fmin(g->ag_window, ag_w);
+			}
+		}
+	}
+
+	/* The memory check, now that the in-flight counts and the optimizer's
+	 * data-parallel groups are known. */
+	for (int j = 0; j < n; j++) {
+		struct costmodel_template *t = &plan->templates[j];
+
+		for (int s = 0; s < t->nstages; s++) {
+			struct costmodel_stage *st = &t->stages[s];
+			struct stage_cost *sc = &costs[j * COSTMODEL_MAX_DEPTH + s];
 			int inflight = t->nstages - s;
 			double bytes, cap = cm->gpus[st->gpu].memory_gib * GIB;
 
 			if (inflight > t->micro_batches)
 				inflight = t->micro_batches;
-			rc = cm_stage_memory(cm, st, mbs, inflight, &lk[s], &bytes);
-			if (rc < 0)
-				goto out;
+			bytes = inflight * sc->act_bytes + sc->transient_bytes +
+				cm->overhead_bytes;
+			for (int l = st->first_layer; l <= st->last_layer; l++) {
+				const struct cm_layer_cost *c =
+					&sc->per_type[cm_layer_type(cm, l)];
+
+				bytes += cm_state_bytes(cm, c->params,
+							dist ? lg[l].dense.n : 1) +
+					 cm_state_bytes(cm, c->expert_params,
+							dist ? lg[l].expert.n : 1);
+			}
 			st->peak_mem_gib = bytes / GIB;
 			if (bytes > cap) {
-				rc = ar_seterr(-AR_EINFEASIBLE, "template %d stage %d (%s, tp %d, layers %d-%d, micro-batch %d) needs %.1f GiB of %.0f GiB",
-					       j, s, cm->gpus[st->gpu].name, st->tp,
-					       st->first_layer, st->last_layer, mbs,
-					       bytes / GIB, cm->gpus[st->gpu].memory_gib);
+				err = ar_seterr(-AR_EINFEASIBLE, "template %d stage %d (%s, tp %d, layers %d-%d, micro-batch %d, recompute %s) needs %.1f GiB of %.0f GiB",
+						j, s, cm->gpus[st->gpu].name, st->tp,
+						st->first_layer, st->last_layer, mbs,
+						costmodel_recompute_name(rc),
+						bytes / GIB, cm->gpus[st->gpu].memory_gib);
 				goto out;
 			}
 		}
-		pipeline_s = fmax(pipeline_s,
-				  (t->micro_batches - 1) * tmax[j] + tsum[j]);
 	}
 
 	/*
-	 * Gradient synchronization: every layer is all-reduced over all the
-	 * TP groups that hold it, one a pipeline or dp of them in a stage
-	 * with data parallelism of its own (experts over their EDP ranks in
-	 * every template); the slowest holder sets the time of each layer's
-	 * collective.
+	 * Each layer's collectives at the bandwidth of its slowest holder
+	 * (the finest-grained one holds the most bytes): an all-reduce of the
+	 * gradients, or with the distributed optimizer a reduce-scatter of
+	 * the gradients and an all-gather of the BF16 weights.
 	 */
-	int edp_total_small[256], holders_small[256];
-	int *edp_total = edp_total_small, *holders = holders_small;
-
-	if (L > 256) {
-		edp_total = calloc((size_t)L, sizeof(*edp_total));
-		holders = calloc((size_t)L, sizeof(*holders));
-	} else {
-		memset(edp_total_small, 0, sizeof(edp_total_small));
-		memset(holders_small, 0, sizeof(holders_small));
-	}
-	if (!edp_total || !holders) {
-		rc = -ENOMEM;
-		goto out_sync;
-	}
 	for (int j = 0; j < n; j++) {
 		struct costmodel_template *t = &plan->templates[j];
-
-		for (int s = 0; s < t->nstages; s++) {
-			for (int l = t->stages[s].first_layer; l <= t->stages[s].last_layer; l++) {
-				edp_total[l] += t->stages[s].edp;
-				holders[l] += t->replicas *
-					      costmodel_stage_dp(&t->stages[s]);
-			}
-		}
-	}
-	for (int j = 0; j < n; j++) {
-		struct costmodel_template *t = &plan->templates[j];
-		struct cm_stage_links *lk = &links[j * COSTMODEL_MAX_DEPTH];
 
 		for (int s = 0; s < t->nstages; s++) {
 			struct costmodel_stage *st = &t->stages[s];
-			int counts[COSTMODEL_NUM_LAYER_TYPES];
-			double grad_bytes[COSTMODEL_NUM_LAYER_TYPES] = { 0 };
-			double exp_grad_bytes = 0;
-			/* Another template's replicas sit on other nodes. */
-			double dp_Bps = n > 1 ? lk[s].net_Bps : lk[s].dp_Bps;
-			double dp_lat = n > 1 ? INTER_LATENCY_S : lk[s].dp_lat;
+			struct stage_cost *sc = &costs[j * COSTMODEL_MAX_DEPTH + s];
 
-			count_layers(cm, st->first_layer, st->last_layer, counts);
-			for (size_t i = 0; i < ARRAY_SIZE(priced_types); i++) {
-				enum costmodel_layer_type type = priced_types[i];
-				struct cm_layer_cost c;
-
-				if (!counts[type])
-					continue;
-				cm_layer_cost(cm, st->gpu, st->tp,
-					      mbs / costmodel_stage_dp(st), type,
-					      st->ep, st->etp, &lk[s], &c);
-				grad_bytes[type] = c.grad_bytes;
-				if (type == COSTMODEL_LAYER_ATTN)
-					exp_grad_bytes = c.expert_grad_bytes;
-			}
 			for (int l = st->first_layer; l <= st->last_layer; l++) {
-				enum costmodel_layer_type type = cm_layer_type(cm, l);
+				struct layer_group *g = &lg[l];
+				const struct cm_layer_cost *c =
+					&sc->per_type[cm_layer_type(cm, l)];
+				double d = c->params, e = c->expert_params;
 
-				gsync[2 * l] = fmax(gsync[2 * l],
-					cm_ring_allreduce_s(grad_bytes[type], holders[l],
-							    dp_Bps, dp_lat));
-				if (type == COSTMODEL_LAYER_ATTN)
-					gsync[2 * l + 1] = fmax(gsync[2 * l + 1],
-						cm_ring_allreduce_s(exp_grad_bytes,
-								    edp_total[l],
-								    dp_Bps, dp_lat));
+				if (dist) {
+					g->dense_s = fmax(g->dense_s, 0.5 *
+						cm_allreduce_bw_s(&g->dense, d * grad_bytes));
+					g->dense_ag_s = fmax(g->dense_ag_s, 0.5 *
+						cm_allreduce_bw_s(&g->dense, d * 2));
+					g->expert_s = fmax(g->expert_s, 0.5 *
+						cm_allreduce_bw_s(&g->expert, e * grad_bytes));
+					g->expert_ag_s = fmax(g->expert_ag_s, 0.5 *
+						cm_allreduce_bw_s(&g->expert, e * 2));
+				} else {
+					g->dense_s = fmax(g->dense_s,
+						cm_allreduce_bw_s(&g->dense, d * grad_bytes));
+					g->expert_s = fmax(g->expert_s,
+						cm_allreduce_bw_s(&g->expert, e * grad_bytes));
+				}
 			}
 		}
 	}
-out_sync:
-	if (edp_total != edp_total_small)
-		free(edp_total);
-	if (holders != holders_small)
-		free(holders);
-	if (rc < 0)
-		goto out;
+
+	/*
+	 * Per stage: bandwidth over its layers, latency per bucket (a holder
+	 * coarser than the finest joins one collective per finer shard: the
+	 * resharding mixed TP needs), the exposure 1F1B leaves, and the
+	 * optimizer step over the state the stage updates.
+	 */
 	for (int j = 0; j < n; j++) {
 		struct costmodel_template *t = &plan->templates[j];
 
 		for (int s = 0; s < t->nstages; s++) {
 			struct costmodel_stage *st = &t->stages[s];
+			struct stage_cost *sc = &costs[j * COSTMODEL_MAX_DEPTH + s];
+			double rs = 0, ag = 0, rs_window = DBL_MAX, ag_window = DBL_MAX;
+			double dparams = 0, eparams = 0, updated = 0, lat = 0, elat = 0;
+			double buckets, ebuckets, exposed, step;
+			int dp = 1, edp = 1;
 
-			st->sync_s = 0;
-			for (int l = st->first_layer; l <= st->last_layer; l++)
-				st->sync_s += gsync[2 * l] + gsync[2 * l + 1];
-			sync_s = fmax(sync_s, st->sync_s);
+			for (int l = st->first_layer; l <= st->last_layer; l++) {
+				struct layer_group *g = &lg[l];
+				const struct cm_layer_cost *c =
+					&sc->per_type[cm_layer_type(cm, l)];
+				double shards = (double)g->tp_max / st->tp;
+
+				rs += g->dense_s + g->expert_s;
+				ag += g->dense_ag_s + g->expert_ag_s;
+				rs_window = fmin(rs_window, g->rs_window);
+				ag_window = fmin(ag_window, g->ag_window);
+				dparams += c->params;
+				eparams += c->expert_params;
+				updated += c->params / (dist ? g->dense.n : 1) +
+					   c->expert_params / (dist ? g->expert.n : 1);
+				lat = fmax(lat, shards * cm_allreduce_lat_s(&g->dense));
+				elat = fmax(elat, cm_allreduce_lat_s(&g->expert));
+				if (g->dense.n > dp)
+					dp = g->dense.n;
+				if (g->expert.n > edp)
+					edp = g->expert.n;
+			}
+			buckets = dp > 1 ? ceil(dparams / cm_bucket_params(cm, dp)) : 0;
+			ebuckets = edp > 1 && eparams > 0 ?
+				   ceil(eparams / cm_bucket_params(cm, edp)) : 0;
+			/* A reduce-scatter or an all-gather is half an
+			 * all-reduce's steps, each with the base latency. */
+			if (dist) {
+				double half = 0.5 * (buckets * lat + ebuckets * elat) +
+					      (buckets + ebuckets) * NCCL_BASE_LAT_S / 2;
+
+				rs += half;
+				ag += half;
+			} else {
+				rs += buckets * lat + ebuckets * elat;
+			}
+			st->sync_s = rs + ag;
+			exposed = fmax(0, rs - rs_window);
+			/* Adam over the local shard, the gradient buffer zeroed. */
+			step = (updated * OPT_STEP_BYTES +
+				(dparams + eparams) * grad_bytes) /
+			       (cm->gpus[st->gpu].hbm_GBps * 1e9 * HBM_EFFICIENCY);
+			sync_s = fmax(sync_s, exposed);
+			step_s = fmax(step_s, step + fmax(0, ag - ag_window));
 		}
 	}
 
@@ -499,7 +684,8 @@ out_sync:
 	}
 	plan->predicted.pipeline_s = pipeline_s;
 	plan->predicted.sync_s = sync_s;
-	plan->predicted.iter_s = pipeline_s + sync_s;
+	plan->predicted.step_s = step_s;
+	plan->predicted.iter_s = pipeline_s + sync_s + step_s;
 	plan->predicted.iters_per_s = 1.0 / plan->predicted.iter_s;
 	plan->predicted.samples_per_s = plan->global_batch / plan->predicted.iter_s;
 	plan->predicted.usd_per_hour = 0;
@@ -514,12 +700,13 @@ out_sync:
 	plan->predicted.usd_per_sample = plan->predicted.usd_per_hour / 3600.0 /
 					 plan->predicted.samples_per_s;
 out:
-	free(gsync);
+	free(lg);
+	free(costs);
 	if (links != links_small)
 		free(links);
 	if (tmax != tmax_small)
 		free(tmax);
 	if (tsum != tsum_small)
 		free(tsum);
-	return rc;
+	return err;
 }

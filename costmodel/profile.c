@@ -15,6 +15,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -257,7 +258,17 @@ static int load_model(const char *path, const char *expect,
 	};
 	static const char *const known_training[] = {
 		"seq_len", "global_batch", "precision", "optimizer",
-		"state_bytes_per_param", "activation_checkpointing", NULL
+		"grad_bytes_per_param", "optimizer_bytes_per_param",
+		"bucket_params", NULL
+	};
+	/* Settings that moved: a clear word instead of "unknown key". */
+	static const struct {
+		const char *key, *why;
+	} moved[] = {
+		{ "training:state_bytes_per_param",
+		  "is now grad_bytes_per_param and optimizer_bytes_per_param (with the BF16 weight's 2)" },
+		{ "training:activation_checkpointing",
+		  "is no longer a model setting: recomputation is a plan option the fill chooses" },
 	};
 	dictionary *d;
 	int rc;
@@ -269,11 +280,18 @@ static int load_model(const char *path, const char *expect,
 	m->gated = true;
 	m->seq_len = 2048;
 	m->global_batch = 2048;
-	m->state_bytes_per_param = 16;
+	m->grad_bytes_per_param = DEFAULT_GRAD_BYTES;
+	m->optimizer_bytes_per_param = DEFAULT_OPTIMIZER_BYTES;
 	if (iniparser_find_entry(d, "model") == 0) {
 		rc = ar_seterr(-AR_EINVAL, "%s: no [model] section", path);
 		goto out;
 	}
+	for (size_t i = 0; i < ARRAY_SIZE(moved); i++)
+		if (iniparser_find_entry(d, moved[i].key)) {
+			rc = ar_seterr(-AR_EINVAL, "%s: [training] %s %s (docs/profiles.md)",
+				       path, strchr(moved[i].key, ':') + 1, moved[i].why);
+			goto out;
+		}
 	if ((rc = ini_check_keys(d, path, "model", known_model)) < 0 ||
 	    (rc = ini_check_keys(d, path, "training", known_training)) < 0 ||
 	    (rc = ini_name(d, path, "model", expect, m->name)) < 0 ||
@@ -295,11 +313,15 @@ static int load_model(const char *path, const char *expect,
 	    (rc = ini_bool(d, path, "model", "tied_embeddings", &m->tied_embeddings)) < 0 ||
 	    (rc = ini_int(d, path, "training", "seq_len", 1, 1 << 20, false, &m->seq_len)) < 0 ||
 	    (rc = ini_int(d, path, "training", "global_batch", 1, 1 << 24, false, &m->global_batch)) < 0 ||
-	    (rc = ini_double(d, path, "training", "state_bytes_per_param", 2, 64, false,
-			     &m->state_bytes_per_param)) < 0 ||
-	    (rc = ini_bool(d, path, "training", "activation_checkpointing",
-			   &m->activation_checkpointing)) < 0)
+	    (rc = ini_double(d, path, "training", "grad_bytes_per_param", 0, 16, false,
+			     &m->grad_bytes_per_param)) < 0 ||
+	    (rc = ini_double(d, path, "training", "optimizer_bytes_per_param", 0, 64, false,
+			     &m->optimizer_bytes_per_param)) < 0 ||
+	    (rc = ini_double(d, path, "training", "bucket_params", 0, 1e12, false,
+			     &m->bucket_params)) < 0)
 		goto out;
+	m->state_bytes_per_param = 2 + m->grad_bytes_per_param +
+				   m->optimizer_bytes_per_param;
 	if (m->experts > 0 && (m->top_k < 1 || m->top_k > m->experts ||
 			       m->expert_ffn < 1 || m->dense_layers >= m->blocks)) {
 		rc = ar_seterr(-AR_EINVAL, "%s: an MoE model needs 1 <= top_k <= experts, expert_ffn > 0 and dense_layers < blocks",
@@ -322,12 +344,64 @@ out:
  */
 #define LAYER_MIN_MS 1e-6
 
-/* Read the layer entries of one file into cm->prof[gpu]. */
-static int load_layers(struct costmodel *cm, int gpu, const char *path,
-		       bool measured)
+/* One file's entries as written: [tp index][mbs index][type]. */
+typedef struct costmodel_layer_profile
+	raw_table[COSTMODEL_NUM_TP][COSTMODEL_NUM_MBS][COSTMODEL_NUM_LAYER_TYPES];
+
+/*
+ * The optional parts of an entry (fwd_attn_ms, ...): -1 when the file
+ * lacks one.  A file written before they existed then prices at its own
+ * sequence length with no recomputation only.
+ */
+static int load_parts(dictionary *d, const char *path, const char *sec,
+		      struct costmodel_layer_profile *p)
+{
+	static const struct {
+		const char *key;
+		size_t off;
+	} parts[] = {
+		{ "fwd_attn_ms", offsetof(struct costmodel_layer_profile, fwd_attn_ms) },
+		{ "bwd_attn_ms", offsetof(struct costmodel_layer_profile, bwd_attn_ms) },
+		{ "fwd_comm_ms", offsetof(struct costmodel_layer_profile, fwd_comm_ms) },
+		{ "recompute_selective_ms", offsetof(struct costmodel_layer_profile,
+			recompute_ms[COSTMODEL_RECOMPUTE_SELECTIVE]) },
+		{ "recompute_full_ms", offsetof(struct costmodel_layer_profile,
+			recompute_ms[COSTMODEL_RECOMPUTE_FULL]) },
+		{ "act_bytes_selective", offsetof(struct costmodel_layer_profile,
+			recompute_act_bytes[COSTMODEL_RECOMPUTE_SELECTIVE]) },
+		{ "act_bytes_full", offsetof(struct costmodel_layer_profile,
+			recompute_act_bytes[COSTMODEL_RECOMPUTE_FULL]) },
+	};
+	int rc;
+
+	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+		double *v = (double *)((char *)p + parts[i].off);
+
+		*v = -1;
+		rc = ini_double(d, path, sec, parts[i].key, 0,
+				strstr(parts[i].key, "bytes") ? 1e15 : 1e7,
+				false, v);
+		if (rc < 0)
+			return rc;
+	}
+	if (p->fwd_attn_ms > p->fwd_ms || p->bwd_attn_ms > p->bwd_ms ||
+	    p->fwd_comm_ms > p->comm_ms)
+		return ar_seterr(-AR_EINVAL, "%s: [%s] a part (fwd_attn_ms, bwd_attn_ms, fwd_comm_ms) exceeds its whole",
+				 path, sec);
+	p->recompute_ms[COSTMODEL_RECOMPUTE_NONE] = 0;
+	p->recompute_act_bytes[COSTMODEL_RECOMPUTE_NONE] = p->act_bytes;
+	return 0;
+}
+
+/* Read the entries of one layer file into @raw, and its sequence length. */
+static int read_layer_file(const char *path, bool measured, raw_table raw,
+			   int *seq_len)
 {
 	static const char *const known[] = {
-		"fwd_ms", "bwd_ms", "comm_ms", "act_bytes", "param_bytes", NULL
+		"fwd_ms", "bwd_ms", "comm_ms", "act_bytes", "param_bytes",
+		"fwd_attn_ms", "bwd_attn_ms", "fwd_comm_ms",
+		"recompute_selective_ms", "act_bytes_selective",
+		"recompute_full_ms", "act_bytes_full", NULL
 	};
 	dictionary *d;
 	int rc, nsec;
@@ -335,6 +409,10 @@ static int load_layers(struct costmodel *cm, int gpu, const char *path,
 	d = ini_open(path, &rc);
 	if (!d)
 		return rc;
+	*seq_len = 0;
+	if ((rc = ini_int(d, path, "profile", "seq_len", 1, 1 << 20, false,
+			  seq_len)) < 0)
+		goto out;
 	nsec = iniparser_getnsec(d);
 	for (int i = 0; i < nsec; i++) {
 		const char *sec = iniparser_getsecname(d, i);
@@ -366,14 +444,132 @@ static int load_layers(struct costmodel *cm, int gpu, const char *path,
 		    (rc = ini_double(d, path, sec, "bwd_ms", LAYER_MIN_MS, 1e7, true, &p.bwd_ms)) < 0 ||
 		    (rc = ini_double(d, path, sec, "comm_ms", 0, 1e7, true, &p.comm_ms)) < 0 ||
 		    (rc = ini_double(d, path, sec, "act_bytes", 0, 1e15, true, &p.act_bytes)) < 0 ||
-		    (rc = ini_double(d, path, sec, "param_bytes", 0, 1e15, true, &p.param_bytes)) < 0)
+		    (rc = ini_double(d, path, sec, "param_bytes", 0, 1e15, true, &p.param_bytes)) < 0 ||
+		    (rc = load_parts(d, path, sec, &p)) < 0)
 			goto out;
 		p.present = true;
 		p.measured = measured;
-		cm->prof[gpu][ti][mi][type] = p;
+		raw[ti][mi][type] = p;
 	}
 out:
 	iniparser_freedict(d);
+	return rc;
+}
+
+/* Scale the optional part @v by @k, keeping "absent" (< 0) absent. */
+static double part_scaled(double v, double k)
+{
+	return v < 0 ? v : v * k;
+}
+
+/*
+ * The entry of a layer of @type at micro-batch mbs (index @mi) and
+ * sequence length @seq, from entries made at @seq0.  Everything but the
+ * attention core scales with the tokens, mbs * seq: the entry whose
+ * micro-batch holds as many tokens at @seq0 is that work exactly, and
+ * beyond the profiled sizes the nearest entry is scaled in proportion.
+ * The attention core's FLOPs grow with the square of the sequence, so it
+ * takes a further seq / seq0.  Weights do not change.
+ */
+static int scale_entry(const raw_table raw, int ti, int mi, int type,
+		       int seq0, int seq, const char *path,
+		       struct costmodel_layer_profile *out)
+{
+	double tokens = (double)(1 << mi) * seq / seq0;	/* micro-batch at seq0 */
+	double k, q = (double)seq / seq0;
+	const struct costmodel_layer_profile *b = NULL;
+	double attn_f, attn_b;
+	int bi = -1;
+
+	/* The largest profiled micro-batch with at most as many tokens, else
+	 * the smallest one. */
+	for (int i = 0; i < COSTMODEL_NUM_MBS; i++)
+		if (raw[ti][i][type].present && (1 << i) <= tokens * (1 + 1e-12))
+			bi = i;
+	for (int i = 0; bi < 0 && i < COSTMODEL_NUM_MBS; i++)
+		if (raw[ti][i][type].present)
+			bi = i;
+	if (bi < 0)
+		return 0;	/* nothing at this TP: the entry stays absent */
+	b = &raw[ti][bi][type];
+	k = tokens / (1 << bi);
+	if (b->fwd_attn_ms < 0 || b->bwd_attn_ms < 0) {
+		if (type == COSTMODEL_LAYER_BLOCK || type == COSTMODEL_LAYER_ATTN)
+			return ar_seterr(-AR_EINVAL, "%s: [tp%d.mbs%d.%s] has no fwd_attn_ms and bwd_attn_ms, so it cannot be priced at sequence length %d (it was made for %d); write it again with arachne-profile",
+					 path, 1 << ti, 1 << bi,
+					 layer_type_names[type], seq, seq0);
+		attn_f = attn_b = 0;	/* no attention in this layer */
+	} else {
+		attn_f = b->fwd_attn_ms;
+		attn_b = b->bwd_attn_ms;
+	}
+	*out = *b;
+	out->fwd_ms = (b->fwd_ms - attn_f) * k + attn_f * k * q;
+	out->bwd_ms = (b->bwd_ms - attn_b) * k + attn_b * k * q;
+	out->comm_ms = b->comm_ms * k;
+	out->act_bytes = b->act_bytes * k;
+	out->fwd_attn_ms = part_scaled(b->fwd_attn_ms, k * q);
+	out->bwd_attn_ms = part_scaled(b->bwd_attn_ms, k * q);
+	out->fwd_comm_ms = part_scaled(b->fwd_comm_ms, k);
+	for (int r = 0; r < COSTMODEL_NUM_RECOMPUTE; r++)
+		out->recompute_act_bytes[r] = part_scaled(b->recompute_act_bytes[r], k);
+	/* Selective re-runs the attention core (and norms); full the whole
+	 * forward with its collectives. */
+	if (b->recompute_ms[COSTMODEL_RECOMPUTE_SELECTIVE] >= 0)
+		out->recompute_ms[COSTMODEL_RECOMPUTE_SELECTIVE] =
+			(b->recompute_ms[COSTMODEL_RECOMPUTE_SELECTIVE] - attn_f) * k +
+			attn_f * k * q;
+	if (b->recompute_ms[COSTMODEL_RECOMPUTE_FULL] > 0)
+		out->recompute_ms[COSTMODEL_RECOMPUTE_FULL] = out->fwd_ms +
+			(b->fwd_comm_ms >= 0 ? out->fwd_comm_ms :
+			 (b->recompute_ms[COSTMODEL_RECOMPUTE_FULL] - b->fwd_ms) * k);
+	return 0;
+}
+
+/*
+ * Read one layer file of @gpu and put its entries, at the model's sequence
+ * length, into cm->prof[gpu] (over what an earlier file put there).
+ */
+static int load_layers(struct costmodel *cm, int gpu, const char *path,
+		       bool measured)
+{
+	raw_table *raw = calloc(1, sizeof(*raw));
+	int seq0, seq = cm->model.seq_len, rc;
+
+	if (!raw)
+		return -ENOMEM;
+	rc = read_layer_file(path, measured, *raw, &seq0);
+	if (rc < 0)
+		goto out;
+	if (!seq0) {
+		if (seq != cm->model_seq_len) {
+			rc = ar_seterr(-AR_EINVAL, "%s: [profile] seq_len is missing, so its entries cannot be priced at sequence length %d",
+				       path, seq);
+			goto out;
+		}
+		seq0 = seq;
+	}
+	for (int ti = 0; ti < COSTMODEL_NUM_TP; ti++)
+		for (int mi = 0; mi < COSTMODEL_NUM_MBS; mi++)
+			for (int type = 0; type < COSTMODEL_NUM_LAYER_TYPES; type++) {
+				struct costmodel_layer_profile p;
+
+				if (seq == seq0) {
+					if ((*raw)[ti][mi][type].present)
+						cm->prof[gpu][ti][mi][type] = (*raw)[ti][mi][type];
+					continue;
+				}
+				/* The file's entries, each at the new length. */
+				if (!(*raw)[ti][mi][type].present)
+					continue;
+				rc = scale_entry(*raw, ti, mi, type, seq0, seq,
+						 path, &p);
+				if (rc < 0)
+					goto out;
+				cm->prof[gpu][ti][mi][type] = p;
+			}
+out:
+	free(raw);
 	return rc;
 }
 
@@ -484,8 +680,10 @@ int costmodel_load(const char *model_name, const struct costmodel_opts *opts,
 		goto err;
 	if (opts->global_batch > 0)
 		cm->model.global_batch = opts->global_batch;
+	cm->model_seq_len = cm->model.seq_len;
 	if (opts->seq_len > 0)
 		cm->model.seq_len = opts->seq_len;
+	cm->no_overlap = opts->no_overlap;
 	cm->nlayers = cm->model.blocks + 2;
 	cm->overhead_bytes = (opts->runtime_overhead_gib > 0 ?
 			      opts->runtime_overhead_gib : DEFAULT_OVERHEAD_GIB) * GIB;

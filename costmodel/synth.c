@@ -121,6 +121,17 @@ static void op_mem(struct synth_layer *ly, const char *what, double bytes)
 		op->bytes = bytes;
 }
 
+/* A norm: Megatron-Core's selective recomputation re-runs it (layernorm). */
+static void op_norm(struct synth_layer *ly, const char *what, double bytes)
+{
+	struct synth_op *op = op_add(ly, SYNTH_OP_MEM, what);
+
+	if (op) {
+		op->bytes = bytes;
+		op->selective = true;
+	}
+}
+
 static void op_allreduce(struct synth_layer *ly, const char *what,
 			 double bytes)
 {
@@ -150,6 +161,7 @@ static void op_attn(struct synth_layer *ly, double batch, double seq,
 	op->attn_kv = seq;
 	op->attn_dqk = dqk;
 	op->attn_dv = dv;
+	op->selective = true;	/* Megatron-Core's core_attn */
 	ly->fwd_flops += op->flops;
 }
 
@@ -205,7 +217,7 @@ static double add_attention(struct synth_layer *ly, const struct synth_ctx *c)
 	double T = c->tokens, h = c->h, tp = c->tp;
 	double params;
 
-	op_mem(ly, "attn_norm", T * h * 2 * 2);
+	op_norm(ly, "attn_norm", T * h * 2 * 2);
 	if (model_is_mla(md)) {
 		/* DeepSeek-V3's MLA: down-projections replicated, up- and
 		 * output projections split by heads. */
@@ -215,10 +227,10 @@ static double add_attention(struct synth_layer *ly, const struct synth_ctx *c)
 		double nh = (double)md->heads / tp;
 
 		op_gemm(ly, "q_down", 1, T, qr, h);
-		op_mem(ly, "q_norm", T * qr * 2 * 2);
+		op_norm(ly, "q_norm", T * qr * 2 * 2);
 		op_gemm(ly, "q_up", 1, T, nh * (dn + dr), qr);
 		op_gemm(ly, "kv_down", 1, T, kvr + dr, h);
-		op_mem(ly, "kv_norm", T * kvr * 2 * 2);
+		op_norm(ly, "kv_norm", T * kvr * 2 * 2);
 		op_gemm(ly, "kv_up", 1, T, nh * (dn + dv), kvr);
 		op_mem(ly, "rope", T * (nh * dr + dr) * 2 * 2);
 		op_attn(ly, c->mbs * nh, c->seq, dn + dr, dv,
@@ -254,7 +266,7 @@ static double add_ffn(struct synth_layer *ly, const struct synth_ctx *c,
 	double up = (c->gated_mats - 1) * f / tp;
 
 	if (norm)
-		op_mem(ly, "ffn_norm", T * h * 2 * 2);
+		op_norm(ly, "ffn_norm", T * h * 2 * 2);
 	op_gemm(ly, "ffn_up", 1, T, up, h);
 	/* SwiGLU reads gate and up, writes one; GELU reads and writes one. */
 	op_mem(ly, "ffn_act", T * (f / tp) * 2 * c->gated_mats);
@@ -271,17 +283,19 @@ static double attn_act_per_token(const struct synth_ctx *c)
 	const struct costmodel_model *md = c->model;
 	double h = c->h, tp = c->tp;
 
-	/* Korthikanti et al. with flash attention, no sequence parallelism:
-	 * 5h replicated (norm input, QKV input, dropout mask), and Q, K, V
-	 * and the output projection's input, split over the group. */
+	/* Korthikanti et al. with flash attention and sequence parallelism:
+	 * 5h (norm input, QKV input, dropout mask) sharded along the
+	 * sequence, and Q, K, V and the output projection's input split by
+	 * heads, all over the group.  MLA's compressed latents come from
+	 * replicated down-projections and stay replicated. */
 	if (model_is_mla(md)) {
 		double nh = md->heads, dn = md->head_dim, dv = md->head_dim;
 		double dr = mla_rope_dim(md);
 
-		return 5 * h + 2 * (md->q_lora_rank + md->kv_lora_rank + dr) +
+		return 5 * h / tp + 2 * (md->q_lora_rank + md->kv_lora_rank + dr) +
 		       2 * nh * (2 * (dn + dr) + 2 * dv) / tp;
 	}
-	return 5 * h + 4 * (c->hq + c->hkv) / tp;
+	return 5 * h / tp + 4 * (c->hq + c->hkv) / tp;
 }
 
 /* FFN activations per token: the up projection's output and the
@@ -289,6 +303,22 @@ static double attn_act_per_token(const struct synth_ctx *c)
 static double ffn_act_per_token(const struct synth_ctx *c, double f)
 {
 	return (c->model->gated ? 6.0 : 4.0) * f / c->tp;
+}
+
+/*
+ * What selective recomputation frees per token of an attention block: the
+ * two norms' outputs it re-runs (the QKV and the FFN or router inputs, 2h
+ * each, replicated over the group; MLA's latent norms too) and the
+ * attention core's output (the output projection's input).
+ */
+static double attn_selective_saving(const struct synth_ctx *c)
+{
+	const struct costmodel_model *md = c->model;
+	double saved = (2 * c->h + 2 * c->h + 2 * c->hq) / c->tp;
+
+	if (model_is_mla(md))
+		saved += 2.0 * (md->q_lora_rank + md->kv_lora_rank);
+	return saved;
 }
 
 static void describe_block(struct synth_layer *ly, const struct synth_ctx *c)
@@ -301,13 +331,14 @@ static void describe_block(struct synth_layer *ly, const struct synth_ctx *c)
 	params += add_ffn(ly, c, md->ffn, true);
 	ly->bwd_allreduces = 2;
 	ly->bwd_allreduce_bytes = T * h * 2;
-	ly->recompute = md->activation_checkpointing;
-	/* Korthikanti et al. (2205.05198), flash attention, no sequence
-	 * parallelism: s*b*h*(10 + 24/t); full recompute keeps the input. */
-	if (md->activation_checkpointing)
-		ly->act_bytes = 2 * T * h;
-	else
-		ly->act_bytes = T * h * (10 + 24 / c->tp);
+	/* Korthikanti et al. (2205.05198), flash attention and sequence
+	 * parallelism: s*b*h*34/t; full recompute keeps the input, sharded
+	 * along the sequence. */
+	ly->act_bytes = T * h * 34 / c->tp;
+	ly->act_bytes_recompute[COSTMODEL_RECOMPUTE_SELECTIVE] =
+		ly->act_bytes - T * attn_selective_saving(c);
+	ly->act_bytes_recompute[COSTMODEL_RECOMPUTE_FULL] = 2 * T * h / c->tp;
+	ly->full_recompute = true;
 	ly->param_bytes = 2 * params;
 }
 
@@ -319,7 +350,7 @@ static void describe_attn(struct synth_layer *ly, const struct synth_ctx *c)
 	double params;
 
 	params = add_attention(ly, c);
-	op_mem(ly, "moe_norm", T * h * 2 * 2);
+	op_norm(ly, "moe_norm", T * h * 2 * 2);
 	/* The router is replicated over the group. */
 	op_gemm(ly, "router", 1, T, E, h);
 	op_mem(ly, "router_topk", T * E * 4 * 2);
@@ -330,16 +361,16 @@ static void describe_attn(struct synth_layer *ly, const struct synth_ctx *c)
 
 	ly->bwd_allreduces = fs > 0 ? 2 : 1;
 	ly->bwd_allreduce_bytes = T * h * 2;
-	ly->recompute = md->activation_checkpointing;
-	if (md->activation_checkpointing) {
-		ly->act_bytes = 2 * T * h;
-	} else {
-		/* Attention; then the MoE norm input, the router/expert
-		 * input and a dropout mask (5h); the FP32 router scores;
-		 * the shared experts. */
-		ly->act_bytes = T * (attn_act_per_token(c) + 5 * h + 4 * E +
-				     ffn_act_per_token(c, fs));
-	}
+	/* Attention; then the MoE norm input, the router/expert input and a
+	 * dropout mask (5h, sharded along the sequence); the FP32 router
+	 * scores; the shared experts.  Full recomputation keeps the block's
+	 * input. */
+	ly->act_bytes = T * (attn_act_per_token(c) + 5 * h / c->tp + 4 * E +
+			     ffn_act_per_token(c, fs));
+	ly->act_bytes_recompute[COSTMODEL_RECOMPUTE_SELECTIVE] =
+		ly->act_bytes - T * attn_selective_saving(c);
+	ly->act_bytes_recompute[COSTMODEL_RECOMPUTE_FULL] = 2 * T * h / c->tp;
+	ly->full_recompute = true;
 	ly->param_bytes = 2 * params;
 }
 
@@ -350,12 +381,17 @@ static void describe_expert(struct synth_layer *ly, const struct synth_ctx *c)
 	double ef = md->expert_ffn;
 	double slots = T * md->top_k;
 	double m = slots / E < 1 ? 1 : slots / E;
+	struct synth_op *act;
 
 	/* Every expert on this GPU, sliced tp ways; tokens spread evenly.
 	 * Each GEMM is a grouped GEMM: E products, one launch. */
 	op_mem(ly, "permute", slots * h * 2 * 2);
 	op_gemm(ly, "expert_up", E, m, (c->gated_mats - 1) * ef / tp, h);
-	op_mem(ly, "expert_act", slots * (ef / tp) * 2 * c->gated_mats);
+	act = op_add(ly, SYNTH_OP_MEM, "expert_act");
+	if (act) {
+		act->bytes = slots * (ef / tp) * 2 * c->gated_mats;
+		act->selective = true;	/* Megatron-Core's moe_act */
+	}
 	op_gemm(ly, "expert_down", E, m, h, ef / tp);
 	op_allreduce(ly, "etp_allreduce", slots * h * 2);
 	op_allreduce(ly, "etp_allreduce", slots * h * 2);
@@ -363,10 +399,15 @@ static void describe_expert(struct synth_layer *ly, const struct synth_ctx *c)
 
 	ly->bwd_allreduces = 2;
 	ly->bwd_allreduce_bytes = slots * h * 2;
-	ly->recompute = md->activation_checkpointing;
-	/* The whole MoE block's input is kept by its attn entry. */
-	ly->act_bytes = md->activation_checkpointing ? 0 :
-			slots * (2 * h + ffn_act_per_token(c, ef));
+	/* Per slot: the dispatched input and the FFN's activations; selective
+	 * recomputation drops the activation's output (the down projection's
+	 * input), full keeps nothing here (the attn entry keeps the block's
+	 * input). */
+	ly->act_bytes = slots * (2 * h + ffn_act_per_token(c, ef));
+	ly->act_bytes_recompute[COSTMODEL_RECOMPUTE_SELECTIVE] =
+		ly->act_bytes - slots * 2 * ef / tp;
+	ly->act_bytes_recompute[COSTMODEL_RECOMPUTE_FULL] = 0;
+	ly->full_recompute = true;
 	ly->param_bytes = E * c->gated_mats * h * ef * 2 / tp;
 }
 
@@ -404,9 +445,11 @@ static void describe_head(struct synth_layer *ly, const struct synth_ctx *c)
 	/* The column-parallel head's input gradient is summed backward. */
 	ly->bwd_allreduces = 1;
 	ly->bwd_allreduce_bytes = T * h * 2;
-	/* FP32 logits, twice for the loss gradient; the norm's and the
-	 * head's inputs. */
-	ly->act_bytes = T * V * 4 * 2 + T * h * 2 * 2;
+	/* The FP32 softmax the loss keeps for its gradient (Megatron-Core's
+	 * vocab-parallel cross-entropy takes the exponent in place on the
+	 * FP32 logits and saves that one buffer); the norm's and the head's
+	 * inputs. */
+	ly->act_bytes = T * V * 4 + T * h * 2 * 2;
 	ly->param_bytes = V * h * 2 + h * 2;
 }
 
@@ -547,39 +590,76 @@ double costmodel_synth_op_s(const struct costmodel_gpu *gpu,
 	return 0;
 }
 
+void costmodel_synth_entry(const struct synth_layer *ly, const double *op_fwd_s,
+			   const double *op_bwd_s, double bwd_comm_s,
+			   struct costmodel_layer_profile *prof)
+{
+	double fwd = 0, bwd = 0, fwd_comm = 0, attn_fwd = 0, attn_bwd = 0;
+	double selective = 0;
+
+	for (int i = 0; i < ly->nops; i++) {
+		const struct synth_op *op = &ly->ops[i];
+		double f = op_fwd_s[i], b = op_bwd_s ? op_bwd_s[i] : 2 * f;
+
+		if (op->kind == SYNTH_OP_ALLREDUCE) {
+			fwd_comm += f;
+			continue;
+		}
+		fwd += f;
+		bwd += b;
+		if (op->kind == SYNTH_OP_ATTN) {
+			attn_fwd += f;
+			attn_bwd += b;
+		}
+		if (op->selective)
+			selective += f;
+	}
+	memset(prof, 0, sizeof(*prof));
+	prof->fwd_ms = fwd * 1e3;
+	prof->bwd_ms = bwd * 1e3;
+	prof->comm_ms = (fwd_comm + bwd_comm_s) * 1e3;
+	prof->act_bytes = ly->act_bytes;
+	prof->param_bytes = ly->param_bytes;
+	prof->fwd_attn_ms = attn_fwd * 1e3;
+	prof->bwd_attn_ms = attn_bwd * 1e3;
+	prof->fwd_comm_ms = fwd_comm * 1e3;
+	prof->recompute_act_bytes[COSTMODEL_RECOMPUTE_NONE] = ly->act_bytes;
+	if (ly->full_recompute) {
+		/* Selective re-runs its marked operations; full the whole
+		 * forward with its collectives. */
+		prof->recompute_ms[COSTMODEL_RECOMPUTE_SELECTIVE] = selective * 1e3;
+		prof->recompute_ms[COSTMODEL_RECOMPUTE_FULL] = (fwd + fwd_comm) * 1e3;
+		prof->recompute_act_bytes[COSTMODEL_RECOMPUTE_SELECTIVE] =
+			ly->act_bytes_recompute[COSTMODEL_RECOMPUTE_SELECTIVE];
+		prof->recompute_act_bytes[COSTMODEL_RECOMPUTE_FULL] =
+			ly->act_bytes_recompute[COSTMODEL_RECOMPUTE_FULL];
+	} else {
+		/* The embedding and the head are never recomputed. */
+		prof->recompute_act_bytes[COSTMODEL_RECOMPUTE_SELECTIVE] = ly->act_bytes;
+		prof->recompute_act_bytes[COSTMODEL_RECOMPUTE_FULL] = ly->act_bytes;
+	}
+	prof->present = true;
+}
+
 int costmodel_synth_layer(const struct costmodel_model *model,
 			  const struct costmodel_gpu *gpu, int tp, int mbs,
 			  enum costmodel_layer_type type,
 			  struct costmodel_layer_profile *prof)
 {
 	struct synth_layer ly;
-	double fwd = 0, fwd_comm = 0, bwd_comm;
-	int rc, i;
+	double op_s[SYNTH_MAX_OPS];
+	int rc;
 
 	memset(prof, 0, sizeof(*prof));
 	rc = costmodel_synth_describe(model, gpu, tp, mbs, type, &ly);
 	if (rc < 0)
 		return rc;
-	for (i = 0; i < ly.nops; i++) {
-		double t = costmodel_synth_op_s(gpu, &ly.ops[i], tp);
-
-		if (ly.ops[i].kind == SYNTH_OP_ALLREDUCE)
-			fwd_comm += t;
-		else
-			fwd += t;
-	}
-	bwd_comm = ly.bwd_allreduces *
-		   costmodel_synth_allreduce_s(gpu, ly.bwd_allreduce_bytes, tp);
-
-	/* Backward: input and weight gradients, twice the forward's work;
-	 * a recomputed layer runs its forward (and its collectives) again. */
-	prof->fwd_ms = fwd * 1e3;
-	prof->bwd_ms = (2 * fwd + (ly.recompute ? fwd : 0)) * 1e3;
-	prof->comm_ms = (fwd_comm * (ly.recompute ? 2 : 1) + bwd_comm) * 1e3;
-	prof->act_bytes = ly.act_bytes;
-	prof->param_bytes = ly.param_bytes;
-	prof->present = true;
-	prof->measured = false;
+	for (int i = 0; i < ly.nops; i++)
+		op_s[i] = costmodel_synth_op_s(gpu, &ly.ops[i], tp);
+	/* Backward: input and weight gradients, twice the forward's work. */
+	costmodel_synth_entry(&ly, op_s, NULL, ly.bwd_allreduces *
+			      costmodel_synth_allreduce_s(gpu, ly.bwd_allreduce_bytes, tp),
+			      prof);
 	return 0;
 }
 
@@ -611,6 +691,17 @@ int costmodel_synth_write_entry(FILE *out, int tp, int mbs,
 	fprintf(out, "comm_ms = %.6g\n", prof->comm_ms);
 	fprintf(out, "act_bytes = %.0f\n", prof->act_bytes);
 	fprintf(out, "param_bytes = %.0f\n", prof->param_bytes);
+	fprintf(out, "fwd_attn_ms = %.6g\n", prof->fwd_attn_ms);
+	fprintf(out, "bwd_attn_ms = %.6g\n", prof->bwd_attn_ms);
+	fprintf(out, "fwd_comm_ms = %.6g\n", prof->fwd_comm_ms);
+	fprintf(out, "recompute_selective_ms = %.6g\n",
+		prof->recompute_ms[COSTMODEL_RECOMPUTE_SELECTIVE]);
+	fprintf(out, "act_bytes_selective = %.0f\n",
+		prof->recompute_act_bytes[COSTMODEL_RECOMPUTE_SELECTIVE]);
+	fprintf(out, "recompute_full_ms = %.6g\n",
+		prof->recompute_ms[COSTMODEL_RECOMPUTE_FULL]);
+	fprintf(out, "act_bytes_full = %.0f\n",
+		prof->recompute_act_bytes[COSTMODEL_RECOMPUTE_FULL]);
 	return ferror(out) ? -EIO : 0;
 }
 

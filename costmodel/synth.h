@@ -48,6 +48,9 @@ enum synth_op_kind {
 struct synth_op {
 	enum synth_op_kind kind;
 	const char *what;	/* "qkv", "ffn_up", ... for measure's report */
+	/* re-run in the backward under selective recomputation (a norm, the
+	 * attention core, the expert activation) */
+	bool selective;
 	double m, n, k;		/* GEMM shape: (m x k) . (k x n) */
 	double count;		/* GEMM: independent GEMMs of that shape */
 	double flops;		/* ATTN: FLOPs as Megatron counts them */
@@ -61,19 +64,35 @@ struct synth_op {
 /*
  * The forward work of one layer on one GPU of a TP group of @tp at
  * micro-batch @mbs, and what the layer keeps.  Backward is priced as
- * twice the forward compute (plus one forward when the layer is
- * recomputed); @bwd_allreduces collectives run in the backward pass.
+ * twice the forward compute; @bwd_allreduces collectives run in the
+ * backward pass.  Under recomputation the layer keeps
+ * @act_bytes_recompute[mode] instead of @act_bytes and re-runs, in its
+ * backward, the operations marked selective (SELECTIVE) or its whole
+ * forward with its collectives (FULL, when @full_recompute).
  */
 struct synth_layer {
 	struct synth_op ops[SYNTH_MAX_OPS];	/* the forward pass */
 	int nops;
 	int bwd_allreduces;	/* backward collectives, each of: */
 	double bwd_allreduce_bytes;
-	bool recompute;		/* checkpointing re-runs the forward */
 	double act_bytes;	/* activations kept per micro-batch */
+	double act_bytes_recompute[COSTMODEL_NUM_RECOMPUTE];
+	bool full_recompute;	/* FULL re-runs this layer (not the embedding, head) */
 	double param_bytes;	/* BF16 weights on this GPU */
 	double fwd_flops;	/* forward FLOPs (tests, MFU) */
 };
+
+/*
+ * costmodel_synth_entry() - a profile entry from the times of @ly's
+ * operations: @op_fwd_s[i] and @op_bwd_s[i] for each (NULL @op_bwd_s:
+ * twice the forward), the collectives' forward time in @op_fwd_s and
+ * @bwd_comm_s for the backward ones.  Shared by synth and measure so that
+ * both derive the attention core, the recomputation and the forward
+ * collectives the same way.
+ */
+void costmodel_synth_entry(const struct synth_layer *ly, const double *op_fwd_s,
+			   const double *op_bwd_s, double bwd_comm_s,
+			   struct costmodel_layer_profile *prof);
 
 /*
  * costmodel_synth_tp_ok() - whether a TP (for experts: ETP) group of @tp

@@ -20,7 +20,6 @@
 
 /* Bytes of state per parameter that are weights and gradients. */
 #define WEIGHT_BYTES_PER_PARAM	2.0	/* BF16 */
-#define GRAD_BYTES_PER_PARAM	2.0	/* BF16 (docs/costmodel.md) */
 
 /*
  * Parameters of one layer type: BF16 weight bytes at TP 1 over 2, or at
@@ -54,21 +53,15 @@ static int layer_params(const struct costmodel *cm,
 			 (int)type);
 }
 
-static void set_kinds(uint64_t *bytes, double params, double per_param)
+/* Weight, gradient and optimizer bytes as the model profile counts them. */
+static void set_kinds(uint64_t *bytes, double params,
+		      const struct costmodel_model *model)
 {
-	double grad = per_param - WEIGHT_BYTES_PER_PARAM;
-	double optim = 0.0;
-
-	if (grad > GRAD_BYTES_PER_PARAM) {
-		optim = grad - GRAD_BYTES_PER_PARAM;
-		grad = GRAD_BYTES_PER_PARAM;
-	}
-	if (grad < 0.0)
-		grad = 0.0;
 	bytes[MIGRATE_KIND_WEIGHT] =
 		(uint64_t)(params * WEIGHT_BYTES_PER_PARAM);
-	bytes[MIGRATE_KIND_GRAD] = (uint64_t)(params * grad);
-	bytes[MIGRATE_KIND_OPTIM] = (uint64_t)(params * optim);
+	bytes[MIGRATE_KIND_GRAD] = (uint64_t)(params * model->grad_bytes_per_param);
+	bytes[MIGRATE_KIND_OPTIM] =
+		(uint64_t)(params * model->optimizer_bytes_per_param);
 }
 
 int migrate_layout_from_costmodel(const struct costmodel *cm,
@@ -77,7 +70,6 @@ int migrate_layout_from_costmodel(const struct costmodel *cm,
 	const struct costmodel_model *model = costmodel_model(cm);
 	int nlayers = costmodel_num_layers(cm);
 	struct migrate_layout *layout;
-	double per_param = model->state_bytes_per_param;
 	int rc;
 
 	*layoutp = NULL;
@@ -103,7 +95,7 @@ int migrate_layout_from_costmodel(const struct costmodel *cm,
 		if (rc < 0)
 			goto err;
 		set_kinds(&ly->bytes[MIGRATE_PART_DENSE * MIGRATE_NUM_KINDS],
-			  params, per_param);
+			  params, model);
 
 		if (type != COSTMODEL_LAYER_ATTN || model->experts <= 0)
 			continue;
@@ -111,7 +103,7 @@ int migrate_layout_from_costmodel(const struct costmodel *cm,
 		if (rc < 0)
 			goto err;
 		set_kinds(&ly->bytes[MIGRATE_PART_EXPERT * MIGRATE_NUM_KINDS],
-			  params, per_param);
+			  params, model);
 		ly->experts = model->experts;
 	}
 	*layoutp = layout;
@@ -137,7 +129,6 @@ int migrate_topo_from_cluster(const struct costmodel *cm,
 		const struct costmodel_node *cn = &cl->nodes[n];
 		const struct costmodel_gpu *gpu = costmodel_gpu(cm, cn->gpu);
 		struct migrate_node *mn = &topo->nodes[n];
-		double gbps;
 
 		if (!gpu) {
 			migrate_topo_free(topo);
@@ -147,10 +138,10 @@ int migrate_topo_from_cluster(const struct costmodel *cm,
 		}
 		snprintf(mn->name, sizeof(mn->name), "%s", cn->name);
 		mn->gpus = cn->gpus;
-		mn->intra_GBps = gpu->intra_node_GBps * LINK_EFFICIENCY;
-		gbps = cl->inter_node_gbps > 0 ? cl->inter_node_gbps :
-						 gpu->network_gbps;
-		mn->nic_GBps = gbps / 8.0 * LINK_EFFICIENCY;
+		mn->intra_GBps = costmodel_node_intra_GBps(cm, cl, (int)n) *
+				 LINK_EFFICIENCY;
+		mn->nic_GBps = costmodel_node_network_gbps(cm, cl, (int)n) / 8.0 *
+			       LINK_EFFICIENCY;
 	}
 	*topop = topo;
 	return 0;

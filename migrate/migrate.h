@@ -119,9 +119,10 @@ struct migrate_topo *migrate_topo_create(int nnodes);
 void migrate_topo_free(struct migrate_topo *topo);
 
 /*
- * migrate_topo_from_cluster() - nodes of @cl with the bandwidths of their
- * GPU profiles (network_gbps / 8, or the cluster's inter_node_gbps / 8),
- * times the cost model's link efficiency of 0.8.
+ * migrate_topo_from_cluster() - nodes of @cl with their network and
+ * intra-node bandwidths as the cost model resolves them
+ * (costmodel_node_network_gbps() / 8, costmodel_node_intra_GBps()), times
+ * the cost model's link efficiency of 0.8.
  * Caller frees *@topop with migrate_topo_free().
  */
 int migrate_topo_from_cluster(const struct costmodel *cm,

@@ -51,23 +51,65 @@ static const char *compose_node_gpu(const struct conf *conf, char **hosts,
 	return gpu;
 }
 
-/* Check or complete the GPU count of an entry that holds this host. */
+/*
+ * Check or complete the GPU count of an entry that holds this host, and
+ * its count of network adapters where it has a rate but no count.
+ */
 static int compose_local(const struct topo *topo, json_t *node, size_t entry)
 {
 	json_t *per = json_object_get(node, "gpus_per_node");
+	int rc = 0;
 
 	if (!per) {
 		if (topo->ngpus == 0)
 			return ar_seterr(-AR_EINVAL, "cluster node entry %zu: no gpus_per_node given and hwloc finds no GPU on %s (%s)",
 					 entry, topo->hostname, topo->source);
-		return json_object_set_new(node, "gpus_per_node",
-					   json_integer(topo->ngpus));
-	}
-	if (topo->ngpus > 0 && json_is_integer(per) &&
-	    json_integer_value(per) != topo->ngpus)
+		rc = json_object_set_new(node, "gpus_per_node",
+					 json_integer(topo->ngpus));
+	} else if (topo->ngpus > 0 && json_is_integer(per) &&
+		   json_integer_value(per) != topo->ngpus) {
 		return ar_seterr(-AR_EINVAL, "cluster node entry %zu: gpus_per_node is %lld but hwloc finds %d GPUs on %s (%s)",
 				 entry, (long long)json_integer_value(per),
 				 topo->ngpus, topo->hostname, topo->source);
+	}
+	/* hwloc counts the adapters; their rate must come from elsewhere. */
+	if (rc == 0 && topo->nics > 0 && json_object_get(node, "nic_gbps") &&
+	    !json_object_get(node, "nics"))
+		rc = json_object_set_new(node, "nics", json_integer(topo->nics));
+	return rc < 0 ? -ENOMEM : 0;
+}
+
+/*
+ * The network and intra-node link that node_map gives @hosts, into the
+ * entry where it gives none of its own; every host must get the same.
+ */
+static int compose_links(const struct conf *conf, char **hosts, size_t n,
+			 json_t *node, size_t entry)
+{
+	const struct conf_map *first = NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct conf_map *m = conf_map_node_links(conf, hosts[i]);
+
+		if (i == 0) {
+			first = m;
+		} else if ((m == NULL) != (first == NULL) ||
+			   (m && (m->nics != first->nics || m->nic_gbps != first->nic_gbps ||
+				  (m->intra_node == NULL) != (first->intra_node == NULL) ||
+				  (m->intra_node && strcmp(m->intra_node, first->intra_node))))) {
+			return ar_seterr(-AR_EINVAL, "cluster node entry %zu: node_map gives its hosts %s and %s different links; split the entry",
+					 entry, hosts[0], hosts[i]);
+		}
+	}
+	if (!first)
+		return 0;
+	if (first->nics && !json_object_get(node, "nics"))
+		json_object_set_new(node, "nics", json_integer(first->nics));
+	if (first->nic_gbps > 0 && !json_object_get(node, "nic_gbps"))
+		json_object_set_new(node, "nic_gbps", json_real(first->nic_gbps));
+	if (first->intra_node && !json_object_get(node, "intra_node") &&
+	    !json_object_get(node, "intra_node_GBps"))
+		json_object_set_new(node, "intra_node", json_string(first->intra_node));
 	return 0;
 }
 
@@ -108,6 +150,9 @@ static int compose_entry(const struct conf *conf, const struct topo *topo,
 		}
 		json_object_set_new(node, "gpu", json_string(g));
 	}
+	rc = compose_links(conf, names, n, node, entry);
+	if (rc < 0)
+		goto out;
 	for (size_t i = 0; topo && i < n; i++) {
 		if (strcmp(names[i], topo->hostname) == 0) {
 			rc = compose_local(topo, node, entry);

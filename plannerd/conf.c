@@ -15,14 +15,17 @@
 #include <grp.h>
 #include <libconfig.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <math.h>
 #include <pwd.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ar.h"
 #include "conf.h"
+#include "costmodel.h"
 
 enum conf_kind {
 	CONF_STRING,		/* any string */
@@ -66,6 +69,8 @@ static const struct conf_directive conf_directives[] = {
 	  "Time budget of one planning call, in seconds." },
 	{ "workers", CONF_INT, OFF(workers), 0, "0", 0, 1024,
 	  "Threads that run planning calls at once (0: one per online CPU). Requests beyond them wait in a queue; the I/O loop keeps serving." },
+	{ "workers_per_user", CONF_INT, OFF(workers_per_user), 0, "0", 0, 1024,
+	  "Workers the requests of one user (the owner of the job) may hold at once (0: half the workers, rounded up). A queued request of another user runs first, so one user's huge plans cannot starve everyone else's small ones." },
 	{ "plan_threads", CONF_INT, OFF(plan_threads), 0, "1", 1, 1024,
 	  "Threads one planning call may use." },
 	{ "replan_horizon_s", CONF_DOUBLE, OFF(replan_horizon_s), 0, "3600",
@@ -77,7 +82,7 @@ static const struct conf_directive conf_directives[] = {
 	{ "max_request_bytes", CONF_INT, OFF(max_request_bytes), 0, "1048576",
 	  64, 1 << 30, "Largest request line accepted, newline included. A longer one is answered with a too_large error and the connection is closed." },
 	{ "client_timeout_s", CONF_DOUBLE, OFF(client_timeout_s), 0, "30",
-	  0.01, 86400, "A client that neither sends a complete request nor reads its answer for this long is disconnected. Time spent planning for it does not count." },
+	  0.01, 86400, "A request must be complete within this time of its first byte, and an answer read within this time of being ready, however slowly the bytes come; a connection idle between requests is closed after it too. Time spent planning for it does not count." },
 	{ "max_clients", CONF_INT, OFF(max_clients), 0, "4096", 1, 1 << 20,
 	  "Connections served at once; further clients get a busy error." },
 	{ "cache_entries", CONF_INT, OFF(cache_entries), 0, "1024", 0, 1 << 24,
@@ -89,7 +94,7 @@ static const struct conf_directive conf_directives[] = {
 	{ "gres_map", CONF_GRES_MAP, OFF(gres_map), OFF(ngres_map), NULL, 0, 0,
 	  "Slurm GRES type names to GPU profiles: ( { gres = \"a100_40g\"; gpu = \"a100-40\"; }, ... ). A composition's gpu that names a GRES type is replaced by its profile." },
 	{ "node_map", CONF_NODE_MAP, OFF(node_map), OFF(nnode_map), NULL, 0, 0,
-	  "Node-name globs (fnmatch(3)) to GPU profiles: ( { nodes = \"gpu0*\"; gpu = \"h100\"; }, ... ). A composition entry with hosts and no gpu gets the profile of the first rule matching all its hosts." },
+	  "Node-name globs (fnmatch(3)) to GPU profiles and links: ( { nodes = \"gpu0*\"; gpu = \"h100\"; nics = 8; nic_gbps = 400.0; intra_node = \"nvlink4\"; }, ... ). A composition entry with hosts and no gpu gets the profile of the first rule with a gpu matching all its hosts; one without nics, nic_gbps or intra_node gets those of the first rule giving them that matches its hosts (they must agree). A rule may give links without a gpu." },
 };
 
 #define NDIRECTIVES ARRAY_SIZE(conf_directives)
@@ -198,13 +203,80 @@ static int conf_value_parse(struct conf *conf, const struct conf_directive *d,
 			 where, d->name);
 }
 
+/*
+ * Whether fnmatch(3) reads @glob as its author meant: every [ opens a
+ * bracket expression that a ] closes (fnmatch would match an unclosed [
+ * literally), and no \\ is left with nothing to escape.
+ */
+static bool conf_glob_ok(const char *glob)
+{
+	for (const char *p = glob; *p; p++) {
+		if (*p == '\\') {
+			if (!*++p)
+				return false;
+		} else if (*p == '[') {
+			p++;
+			if (*p == '!' || *p == '^')
+				p++;
+			if (*p == ']')
+				p++;	/* a ] first is a member */
+			while (*p && *p != ']')
+				p++;
+			if (!*p)
+				return false;
+		}
+	}
+	return true;
+}
+
 static void conf_map_free(struct conf_map *map, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		free(map[i].match);
 		free(map[i].gpu);
+		free(map[i].intra_node);
 	}
 	free(map);
+}
+
+/*
+ * The network and intra-node link a node_map rule may give: nics (an
+ * integer 1-64), nic_gbps (Gbit/s, 0.1 to 100000) and intra_node (a link class
+ * the cost model knows).
+ */
+static int conf_map_links(const config_setting_t *e, const char *where,
+			  const char *name, unsigned int i, struct conf_map *m)
+{
+	config_setting_t *s;
+
+	if ((s = config_setting_get_member(e, "nics"))) {
+		if (config_setting_type(s) != CONFIG_TYPE_INT ||
+		    config_setting_get_int(s) < 1 || config_setting_get_int(s) > 64)
+			return ar_seterr(-AR_EINVAL, "%s%s: entry %u: nics must be an integer from 1 to 64",
+					 where, name, i + 1);
+		m->nics = config_setting_get_int(s);
+	}
+	if ((s = config_setting_get_member(e, "nic_gbps"))) {
+		int type = config_setting_type(s);
+		double v = type == CONFIG_TYPE_FLOAT ? config_setting_get_float(s) :
+			   type == CONFIG_TYPE_INT ? config_setting_get_int(s) : -1;
+
+		/* the cluster JSON's range */
+		if (!(v >= 0.1 && v <= 1e5))
+			return ar_seterr(-AR_EINVAL, "%s%s: entry %u: nic_gbps must be a number of Gbit/s from 0.1 to 100000",
+					 where, name, i + 1);
+		m->nic_gbps = v;
+	}
+	if ((s = config_setting_get_member(e, "intra_node"))) {
+		if (config_setting_type(s) != CONFIG_TYPE_STRING ||
+		    costmodel_link_class_GBps(config_setting_get_string(s)) <= 0)
+			return ar_seterr(-AR_EINVAL, "%s%s: entry %u: intra_node must be one of %s",
+					 where, name, i + 1, costmodel_link_class_names());
+		m->intra_node = strdup(config_setting_get_string(s));
+		if (!m->intra_node)
+			return -ENOMEM;
+	}
+	return 0;
 }
 
 /* The string member @key of group @entry, or NULL with the error set. */
@@ -256,21 +328,51 @@ static int conf_map_parse(struct conf *conf, const struct conf_directive *d,
 		}
 		for (k = 0; k < (unsigned int)config_setting_length(e); k++) {
 			const char *m = config_setting_name(config_setting_get_elem(e, k));
+			bool link = d->kind == CONF_NODE_MAP &&
+				    (!strcmp(m, "nics") || !strcmp(m, "nic_gbps") ||
+				     !strcmp(m, "intra_node"));
 
-			if (strcmp(m, key) && strcmp(m, "gpu")) {
-				ar_seterr(-AR_EINVAL, "%s%s: entry %u: unknown member \"%s\" (expected %s and gpu)",
-					  where, d->name, i + 1, m, key);
+			if (strcmp(m, key) && strcmp(m, "gpu") && !link) {
+				ar_seterr(-AR_EINVAL, "%s%s: entry %u: unknown member \"%s\" (expected %s, gpu%s)",
+					  where, d->name, i + 1, m, key,
+					  d->kind == CONF_NODE_MAP ?
+					  ", nics, nic_gbps, intra_node" : "");
 				goto err;
 			}
 		}
 		match = conf_map_member(e, key, where, d->name, i);
-		gpu = match ? conf_map_member(e, "gpu", where, d->name, i) : NULL;
-		if (!gpu)
+		if (!match)
 			goto err;
-		map[i].match = strdup(match);
-		map[i].gpu = strdup(gpu);
+		if (d->kind == CONF_NODE_MAP && !conf_glob_ok(match)) {
+			ar_seterr(-AR_EINVAL, "%s%s: entry %u: \"%s\" is not a glob: a [ without its ], or a trailing \\",
+				  where, d->name, i + 1, match);
+			goto err;
+		}
 		map[i].line = config_setting_source_line(e);
-		if (!map[i].match || !map[i].gpu) {
+		if (d->kind == CONF_NODE_MAP) {
+			int rc = conf_map_links(e, where, d->name, i, &map[i]);
+
+			if (rc < 0) {
+				n = i + 1;
+				conf_map_free(map, n);
+				return rc;
+			}
+		}
+		/* A node_map rule that gives a link need not name a GPU. */
+		if (d->kind == CONF_NODE_MAP && !config_setting_get_member(e, "gpu") &&
+		    (map[i].nics || map[i].nic_gbps > 0 || map[i].intra_node)) {
+			gpu = NULL;
+		} else {
+			gpu = conf_map_member(e, "gpu", where, d->name, i);
+			if (!gpu) {
+				n = i + 1;
+				conf_map_free(map, n);
+				return -AR_EINVAL;
+			}
+		}
+		map[i].match = strdup(match);
+		map[i].gpu = gpu ? strdup(gpu) : NULL;
+		if (!map[i].match || (gpu && !map[i].gpu)) {
 			n = i + 1;
 			conf_map_free(map, n);
 			return -ENOMEM;
@@ -550,6 +652,38 @@ void conf_destroy(struct conf *conf)
 	free(conf);
 }
 
+int conf_check_site(const struct conf *conf)
+{
+	const char *where = conf->path ? conf->path : "defaults";
+	const struct conf_map *maps[] = { conf->gres_map, conf->node_map };
+	const size_t counts[] = { conf->ngres_map, conf->nnode_map };
+	const char *const names[] = { "gres_map", "node_map" };
+	char path[PATH_MAX];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/gpus", conf->profiles_dir);
+	if (stat(conf->profiles_dir, &st) < 0 || !S_ISDIR(st.st_mode))
+		return ar_seterr(-AR_EINVAL, "%s: profiles_dir \"%s\" is not a directory",
+				 where, conf->profiles_dir);
+	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+		return ar_seterr(-AR_EINVAL, "%s: profiles_dir \"%s\" has no gpus/ directory of GPU profiles",
+				 where, conf->profiles_dir);
+	for (size_t m = 0; m < ARRAY_SIZE(maps); m++) {
+		for (size_t i = 0; i < counts[m]; i++) {
+			const char *gpu = maps[m][i].gpu;
+
+			snprintf(path, sizeof(path), "%s/gpus/%s.ini",
+				 conf->profiles_dir, gpu);
+			if (strchr(gpu, '/') || stat(path, &st) < 0 ||
+			    !S_ISREG(st.st_mode))
+				return ar_seterr(-AR_EINVAL, "%s:%d: %s: unknown GPU \"%s\" (no %s)",
+						 where, maps[m][i].line, names[m],
+						 gpu, path);
+		}
+	}
+	return 0;
+}
+
 static const char *const log_level_names[] = {
 	"emerg", "alert", "crit", "error", "warning", "notice", "info", "debug",
 };
@@ -604,8 +738,18 @@ void conf_print(const struct conf *conf, FILE *out)
 				fprintf(out, "%s { %s = ", k ? "," : "",
 					d->kind == CONF_GRES_MAP ? "gres" : "nodes");
 				conf_print_string(out, map[k].match);
-				fputs("; gpu = ", out);
-				conf_print_string(out, map[k].gpu);
+				if (map[k].gpu) {
+					fputs("; gpu = ", out);
+					conf_print_string(out, map[k].gpu);
+				}
+				if (map[k].nics)
+					fprintf(out, "; nics = %d", map[k].nics);
+				if (map[k].nic_gbps > 0)
+					fprintf(out, "; nic_gbps = %.17g", map[k].nic_gbps);
+				if (map[k].intra_node) {
+					fputs("; intra_node = ", out);
+					conf_print_string(out, map[k].intra_node);
+				}
 				fputs("; }", out);
 			}
 			fputs(n ? " )" : ")", out);
@@ -657,10 +801,24 @@ const char *conf_map_gres(const struct conf *conf, const char *gres)
 	return NULL;
 }
 
+const struct conf_map *conf_map_node_links(const struct conf *conf,
+					   const char *node)
+{
+	for (size_t i = 0; i < conf->nnode_map; i++) {
+		const struct conf_map *m = &conf->node_map[i];
+
+		if ((m->nics || m->nic_gbps > 0 || m->intra_node) &&
+		    fnmatch(m->match, node, 0) == 0)
+			return m;
+	}
+	return NULL;
+}
+
 const char *conf_map_node(const struct conf *conf, const char *node)
 {
 	for (size_t i = 0; i < conf->nnode_map; i++)
-		if (fnmatch(conf->node_map[i].match, node, 0) == 0)
+		if (conf->node_map[i].gpu &&
+		    fnmatch(conf->node_map[i].match, node, 0) == 0)
 			return conf->node_map[i].gpu;
 	return NULL;
 }

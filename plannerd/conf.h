@@ -11,10 +11,18 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-/* One site-map rule: a Slurm GRES type name or a node-name glob -> GPU. */
+/*
+ * One site-map rule: a Slurm GRES type name or a node-name glob -> GPU.
+ * A node_map rule may also say the nodes' network and intra-node link
+ * (the cluster JSON's nics, nic_gbps and intra_node, docs/costmodel.md);
+ * then it need not name a GPU.
+ */
 struct conf_map {
 	char *match;			/* GRES type ("a100_40g") or glob */
-	char *gpu;			/* GPU profile name ("a100-40") */
+	char *gpu;			/* GPU profile name ("a100-40"); may be NULL */
+	int nics;			/* 0: not given */
+	double nic_gbps;		/* 0: not given */
+	char *intra_node;		/* link class; NULL: not given */
 	int line;			/* where it was set, for messages */
 };
 
@@ -29,6 +37,7 @@ struct conf {
 	char *planner;			/* policy_plan() planner name */
 	double budget_s;		/* planner time budget per request */
 	int workers;			/* planning threads; 0: online CPUs */
+	int workers_per_user;		/* one owner's share; 0: half */
 	int plan_threads;		/* threads one planning call may use */
 	double replan_horizon_s;	/* a replan must pay off within this */
 	char *state_dir;		/* stored plans live in STATE_DIR/jobs */
@@ -58,6 +67,16 @@ struct conf {
 int conf_create(const char *path, struct conf **confp);
 void conf_destroy(struct conf *conf);
 
+/*
+ * conf_check_site() - what a serving daemon needs of the site, beyond the
+ * file's syntax: profiles_dir is a directory with a gpus/ directory, and
+ * every GPU that gres_map and node_map name has a profile there.  plannerd
+ * checks it at start and on SIGHUP (a failed reload keeps the running
+ * configuration); --show-config does not.  -AR_EINVAL naming what is
+ * wrong.
+ */
+int conf_check_site(const struct conf *conf);
+
 /* conf_print() - the effective config, in plannerd.conf syntax. */
 void conf_print(const struct conf *conf, FILE *out);
 
@@ -70,5 +89,8 @@ void conf_print_directives(FILE *out);
 /* conf_map_gres() / conf_map_node() - the GPU for @name, or NULL. */
 const char *conf_map_gres(const struct conf *conf, const char *gres);
 const char *conf_map_node(const struct conf *conf, const char *node);
+/* The first node_map rule for @node that gives its network or link, or NULL. */
+const struct conf_map *conf_map_node_links(const struct conf *conf,
+					   const char *node);
 
 #endif /* PLANNERD_CONF_H */

@@ -6,7 +6,9 @@
  * order: while a request is being answered the loop does not read more of
  * its input (the socket buffer pushes back), so a client cannot queue
  * unbounded work.  Clients that wait for input or output sit on a list
- * ordered by deadline; the head is the next to time out.
+ * ordered by deadline; the head is the next to time out.  A request must
+ * be whole within client_timeout_s of its first byte and an answer read
+ * within client_timeout_s of being ready, however the bytes trickle.
  */
 #include "config.h"
 
@@ -61,15 +63,29 @@ static void conn_unlist(struct daemon *d, struct conn *c)
 	c->listed = false;
 }
 
-/* (Re)start @c's idle clock: the list stays ordered by deadline. */
-static void conn_touch(struct daemon *d, struct conn *c, double timeout_s)
+/*
+ * Give @c until @since + @timeout_s, keeping the list ordered by deadline.
+ * @since is when the current wait began: the first byte of a partial
+ * request or the moment an answer was ready, so that dribbling a byte at
+ * a time never extends it (a slow-loris client is dropped on time); now
+ * for a connection between requests.  Most deadlines are the latest, so
+ * the place is searched from the tail.
+ */
+static void conn_wait(struct daemon *d, struct conn *c, double since,
+		      double timeout_s)
 {
+	struct conn *after;
+
 	conn_unlist(d, c);
-	c->deadline = ar_now() + timeout_s;
-	c->prev = d->waiting.prev;
-	c->next = &d->waiting;
-	d->waiting.prev->next = c;
-	d->waiting.prev = c;
+	c->deadline = since + timeout_s;
+	for (after = d->waiting.prev;
+	     after != &d->waiting && after->deadline > c->deadline;
+	     after = after->prev)
+		;
+	c->prev = after;
+	c->next = after->next;
+	after->next->prev = c;
+	after->next = c;
 	c->listed = true;
 }
 
@@ -136,7 +152,8 @@ static void conn_flush(struct daemon *d, struct conn *c)
 				continue;
 			if (errno == EAGAIN) {
 				conn_watch(d, c, EPOLLOUT);
-				conn_touch(d, c, loop_client_timeout(d));
+				conn_wait(d, c, c->out_start,
+					  loop_client_timeout(d));
 				return;
 			}
 			/* EPIPE, ECONNRESET: the client left mid-answer. */
@@ -168,6 +185,7 @@ static void conn_send(struct daemon *d, struct conn *c, char *reply)
 	c->out = reply;
 	c->out_len = strlen(reply);
 	c->out_off = 0;
+	c->out_start = ar_now();
 	conn_flush(d, c);
 }
 
@@ -214,12 +232,16 @@ static void conn_process(struct daemon *d, struct conn *c)
 			return;
 		}
 		conn_watch(d, c, EPOLLIN | EPOLLRDHUP);
-		conn_touch(d, c, loop_client_timeout(d));
+		/* A request must be whole within the timeout of its first byte. */
+		conn_wait(d, c, c->in_len ? c->req_start : ar_now(),
+			  loop_client_timeout(d));
 		return;
 	}
 	ops_dispatch(d, c, c->in, len, &reply, &task);
 	memmove(c->in, nl + 1, c->in_len - (size_t)(nl + 1 - c->in));
 	c->in_len -= (size_t)(nl + 1 - c->in);
+	/* What follows the line is the next request; its clock starts now. */
+	c->req_start = c->in_len ? ar_now() : 0;
 	if (task) {
 		/* Nothing to read or write until the worker answers. */
 		c->busy = true;
@@ -267,6 +289,8 @@ static void conn_read(struct daemon *d, struct conn *c)
 		}
 		if (n == 0)
 			c->eof = true;
+		if (c->in_len == 0 && n > 0)
+			c->req_start = ar_now();
 		c->in_len += (size_t)n;
 		/* One request at a time: stop once a line is complete. */
 		if (memchr(c->in + c->in_len - n, '\n', (size_t)n))
@@ -350,7 +374,7 @@ static void loop_accept(struct daemon *d)
 			continue;
 		}
 		d->nconns++;
-		conn_touch(d, c, loop_client_timeout(d));
+		conn_wait(d, c, ar_now(), loop_client_timeout(d));
 	}
 }
 
@@ -394,9 +418,11 @@ static void loop_reload(struct daemon *d)
 	notify_send("RELOADING=1");
 	ar_log(LOG_NOTICE, "SIGHUP: reloading %s",
 	       d->conf_path ? d->conf_path : "the built-in defaults");
-	if (gen_create(d->conf_path, &gen) < 0) {
+	if (gen_create(d->conf_path, &gen) < 0 ||
+	    conf_check_site(gen->conf) < 0) {
 		ar_log(LOG_ERR, "reload failed, keeping the running configuration: %s",
 		       ar_errmsg());
+		gen_put(gen);
 		notify_send("READY=1");
 		return;
 	}
@@ -429,7 +455,7 @@ static void loop_drain(struct daemon *d)
 		epoll_ctl(d->epoll_fd, EPOLL_CTL_DEL, d->listen_fd, NULL);
 		close(d->listen_fd);
 		d->listen_fd = -1;
-		sock_unlink(d->gen->conf->socket_path, d->socket_ino);
+		sock_unlink(d->socket_path, d->socket_ino);
 	}
 	/* Idle clients go now; the others once their answer is out. */
 	for (c = d->waiting.next; c != &d->waiting; c = next) {
@@ -467,11 +493,13 @@ static void loop_expire(struct daemon *d)
 		struct conn *c = d->waiting.next;
 
 		atomic_fetch_add(&d->stats.timeouts, 1);
-		ar_log(LOG_INFO, "client pid %ld uid %ld idle too long; disconnecting",
-		       (long)c->pid, (long)c->uid);
+		ar_log(LOG_INFO, "client pid %ld uid %ld: %s within client_timeout_s; disconnecting",
+		       (long)c->pid, (long)c->uid,
+		       c->out_len ? "answer not read" :
+		       c->in_len ? "request not complete" : "no request");
 		if (!c->out_len && c->in_len) {
 			/* Say why, once, without waiting for a slow reader. */
-			char *msg = req_reply_error(NULL, -AR_ETIMEOUT, "no complete request within client_timeout_s");
+			char *msg = req_reply_error(NULL, -AR_ETIMEOUT, "no complete request within client_timeout_s of its first byte");
 
 			if (msg && send(c->fd, msg, strlen(msg),
 					MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
@@ -571,7 +599,7 @@ void loop_fini(struct daemon *d)
 		conn_close(d, d->waiting.next);
 	if (d->listen_fd >= 0) {
 		close(d->listen_fd);
-		sock_unlink(d->gen->conf->socket_path, d->socket_ino);
+		sock_unlink(d->socket_path, d->socket_ino);
 		d->listen_fd = -1;
 	}
 	if (d->wake_fd >= 0)

@@ -201,6 +201,9 @@ int main(int argc, char **argv)
 		goto out_gen;
 	}
 	ar_log_open("plannerd", false, conf->log_level);
+	rc = conf_check_site(conf);
+	if (rc < 0)
+		goto out_gen;
 	/* systemd's journal stamps lines itself; a terminal or a file does not. */
 	ar_log_timestamps(!getenv("JOURNAL_STREAM"));
 	rc = topo_load(d.topology_path, &d.topo);
@@ -231,7 +234,12 @@ int main(int argc, char **argv)
 	if (rc < 0)
 		goto out_cache;
 	d.listen_fd = rc;
-	rc = pool_create(&d, conf->workers, &d.pool);
+	d.socket_path = strdup(conf->socket_path);
+	if (!d.socket_path) {
+		rc = -ENOMEM;
+		goto out_loop;
+	}
+	rc = pool_create(&d, conf->workers, conf->workers_per_user, &d.pool);
 	if (rc < 0)
 		goto out_loop;
 	rc = loop_init(&d);
@@ -257,6 +265,7 @@ out_pool:
 	pool_destroy(d.pool);
 out_loop:
 	loop_fini(&d);
+	free(d.socket_path);
 out_cache:
 	cache_destroy(d.cache);
 out_store:

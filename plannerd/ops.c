@@ -7,7 +7,8 @@
  *
  * Authorization (SO_PEERCRED): root and slurm_user may act on any job;
  * any other uid may plan only as itself and read, replan or forget only
- * the jobs it owns.  A job's owner is the user its plan request named.
+ * the jobs it owns; to it, other users' jobs do not exist.  A job's
+ * owner is the user its plan request named.
  */
 #include "config.h"
 
@@ -28,14 +29,17 @@ static bool ops_is_privileged(const struct conf *conf, uid_t uid)
 	return uid == 0 || uid == conf->slurm_uid;
 }
 
-/* May peer @uid act on a job owned by @owner? */
+/*
+ * May peer @uid act on a job owned by @owner?  Another user's job is
+ * answered as no job at all, in the words of store_get(): neither its
+ * existence nor its owner is anyone else's business.
+ */
 static int ops_authorize(const struct conf *conf, uid_t uid, uid_t owner,
 			 const char *job)
 {
 	if (ops_is_privileged(conf, uid) || uid == owner)
 		return 0;
-	return ar_seterr(-AR_EPERM, "uid %lu may not act on job %s (owned by uid %lu)",
-			 (unsigned long)uid, job, (unsigned long)owner);
+	return ar_seterr(-AR_ENOTFOUND, "job %s: no stored plan", job);
 }
 
 /*
@@ -59,9 +63,8 @@ static int ops_reclaim_check(const struct task *task)
 		       (unsigned long)task->owner);
 		return 0;
 	}
-	return ar_seterr(-AR_EPERM, "uid %lu may not act on job %s (owned by uid %ld%s)",
-			 (unsigned long)task->peer_uid, task->req.job,
-			 task->reclaim_from,
+	return ar_seterr(-AR_EPERM, "job %s is another user's%s",
+			 task->req.job,
 			 rc == 0 ? "" : "; slurmctld could not say who owns it now");
 }
 
@@ -217,7 +220,8 @@ static int ops_plan(struct daemon *d, struct gen *gen, struct conn *c,
 	    old_owner != owner &&
 	    ops_authorize(conf, c->uid, old_owner, req->job) < 0) {
 		if (!sjob_supported()) {
-			rc = -AR_EPERM;
+			/* A plan cannot hide that the id is taken; it hides by whom. */
+			rc = ar_seterr(-AR_EPERM, "job %s is another user's", req->job);
 			goto out;
 		}
 		reclaim = true;
@@ -266,6 +270,8 @@ out:
  * saw the job takes the request's word (its "user", else the caller) when
  * the request carries the previous plan, authorized as a plan would be.
  */
+#define REPLAN_UNKNOWN "job %s: no stored plan on this daemon; send the plan the job runs now as \"previous\" (PROTOCOL.md)"
+
 static int ops_replan(struct daemon *d, struct gen *gen, struct conn *c,
 		      struct req *req, struct task **taskp)
 {
@@ -287,6 +293,9 @@ static int ops_replan(struct daemon *d, struct gen *gen, struct conn *c,
 		    sjob_supported()) {
 			reclaim = true;	/* the worker asks slurmctld */
 			rc = 0;
+		} else if (rc < 0) {
+			/* Another user's job reads as one this daemon lacks. */
+			rc = ar_seterr(-AR_ENOTFOUND, REPLAN_UNKNOWN, req->job);
 		}
 	} else if (rc == -AR_ENOTFOUND && req->previous_plan) {
 		owner = claimed;
@@ -294,8 +303,7 @@ static int ops_replan(struct daemon *d, struct gen *gen, struct conn *c,
 		     ar_seterr(-AR_EPERM, "uid %lu may replan only as itself, not as uid %lu",
 			       (unsigned long)c->uid, (unsigned long)owner);
 	} else if (rc == -AR_ENOTFOUND) {
-		rc = ar_seterr(-AR_ENOTFOUND, "job %s: no stored plan on this daemon; send the plan the job runs now as \"previous\" (PROTOCOL.md)",
-			       req->job);
+		rc = ar_seterr(-AR_ENOTFOUND, REPLAN_UNKNOWN, req->job);
 	}
 	if (rc < 0)
 		return rc;
@@ -469,10 +477,10 @@ static int ops_task_replan(struct task *task, json_t **bodyp)
 		goto out;
 	/* The job may have changed since the loop looked; look again. */
 	rc = store_get(d->store, req->job, &owner, NULL, &doc);
-	if (rc == 0 && task->reclaim_from < 0)
-		rc = ops_authorize(conf, task->peer_uid, owner, req->job);
 	if (rc == -AR_ENOTFOUND && req->previous_plan)
-		rc = 0;
+		rc = 0;		/* a job this daemon never saw */
+	else if (rc == 0 && task->reclaim_from < 0)
+		rc = ops_authorize(conf, task->peer_uid, owner, req->job);
 	if (task->reclaim_from >= 0 || !doc)
 		owner = task->owner;
 	if (rc < 0)

@@ -48,6 +48,8 @@ struct conn {
 	char *out;			/* answer not yet written */
 	size_t out_len, out_off;
 	double deadline;		/* ar_now() when the client is dropped */
+	double req_start;		/* first byte of the partial request */
+	double out_start;		/* when the pending answer was ready */
 	unsigned int events;		/* epoll mask registered */
 	bool listed;			/* on the waiting list */
 	bool busy;			/* a task for it is on the pool */
@@ -102,6 +104,8 @@ struct daemon {
 	int signal_fd;
 	int wake_fd;			/* eventfd: tasks done */
 	ino_t socket_ino;		/* ours to unlink at exit */
+	char *socket_path;		/* where it was bound (a reload may
+					 * name another path for next start) */
 	double started;
 	struct stats stats;
 	struct conn waiting;		/* list sentinel */
@@ -125,7 +129,8 @@ void ops_task_run(struct task *task);
 void ops_task_free(struct task *task);
 
 /* pool.c */
-int pool_create(struct daemon *d, int nthreads, struct pool **poolp);
+int pool_create(struct daemon *d, int nthreads, int per_user,
+		struct pool **poolp);
 void pool_submit(struct pool *pool, struct task *task);
 size_t pool_queued(struct pool *pool);
 void pool_destroy(struct pool *pool);

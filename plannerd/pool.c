@@ -3,6 +3,11 @@
  * take the whole budget, so it never runs on the I/O loop: tasks queue
  * here, and each finished task goes on the daemon's done list and wakes
  * the loop through its eventfd.
+ *
+ * Fair share: at most per_user tasks of one job owner run at once.  A
+ * worker takes the oldest queued task whose owner is under that share,
+ * so one user's huge requests cannot hold every worker while another
+ * user's small plan waits behind them.
  */
 #include "config.h"
 
@@ -24,7 +29,59 @@ struct pool {
 	bool stopping;
 	int nthreads;
 	pthread_t *threads;
+	int per_user;			/* tasks of one owner running at once */
+	struct pool_share {
+		uid_t owner;
+		int running;
+	} *shares;			/* [nthreads]: owners with running tasks */
 };
+
+/* Running tasks of @owner's; its slot in pool->shares when @slotp. */
+static int pool_running(struct pool *pool, uid_t owner,
+			struct pool_share **slotp)
+{
+	struct pool_share *free_slot = NULL;
+
+	for (int i = 0; i < pool->nthreads; i++) {
+		struct pool_share *sh = &pool->shares[i];
+
+		if (sh->running && sh->owner == owner) {
+			if (slotp)
+				*slotp = sh;
+			return sh->running;
+		}
+		if (!sh->running && !free_slot)
+			free_slot = sh;
+	}
+	if (slotp)
+		*slotp = free_slot;
+	return 0;
+}
+
+/* The oldest queued task whose owner is under its share, unlinked. */
+static struct task *pool_take(struct pool *pool)
+{
+	struct task *prev = NULL;
+
+	for (struct task *t = pool->head; t; prev = t, t = t->next) {
+		struct pool_share *sh;
+
+		if (pool_running(pool, t->owner, &sh) >= pool->per_user)
+			continue;
+		sh->owner = t->owner;
+		sh->running++;
+		if (prev)
+			prev->next = t->next;
+		else
+			pool->head = t->next;
+		if (pool->tail == t)
+			pool->tail = prev;
+		pool->queued--;
+		t->next = NULL;
+		return t;
+	}
+	return NULL;
+}
 
 static void pool_finish(struct daemon *d, struct task *task)
 {
@@ -44,29 +101,33 @@ static void *pool_thread(void *arg)
 	struct pool *pool = arg;
 
 	for (;;) {
+		struct pool_share *sh;
 		struct task *task;
+		uid_t owner;
 
 		pthread_mutex_lock(&pool->lock);
-		while (!pool->head && !pool->stopping)
+		while (!(task = pool_take(pool)) &&
+		       !(pool->stopping && !pool->head))
 			pthread_cond_wait(&pool->cond, &pool->lock);
-		task = pool->head;
-		if (!task) {
-			pthread_mutex_unlock(&pool->lock);
-			return NULL;
-		}
-		pool->head = task->next;
-		if (!pool->head)
-			pool->tail = NULL;
-		pool->queued--;
 		pthread_mutex_unlock(&pool->lock);
+		if (!task)
+			return NULL;
 
-		task->next = NULL;
+		owner = task->owner;
 		ops_task_run(task);
 		pool_finish(pool->d, task);
+
+		/* A task its owner's share held back may run now. */
+		pthread_mutex_lock(&pool->lock);
+		pool_running(pool, owner, &sh);
+		sh->running--;
+		pthread_cond_broadcast(&pool->cond);
+		pthread_mutex_unlock(&pool->lock);
 	}
 }
 
-int pool_create(struct daemon *d, int nthreads, struct pool **poolp)
+int pool_create(struct daemon *d, int nthreads, int per_user,
+		struct pool **poolp)
 {
 	struct pool *pool;
 	int rc;
@@ -81,10 +142,17 @@ int pool_create(struct daemon *d, int nthreads, struct pool **poolp)
 	if (!pool)
 		return -ENOMEM;
 	pool->threads = calloc((size_t)nthreads, sizeof(*pool->threads));
-	if (!pool->threads) {
+	pool->shares = calloc((size_t)nthreads, sizeof(*pool->shares));
+	if (!pool->threads || !pool->shares) {
+		free(pool->threads);
+		free(pool->shares);
 		free(pool);
 		return -ENOMEM;
 	}
+	/* 0: half the workers, rounded up; never more than all of them. */
+	pool->per_user = per_user > 0 ? per_user : (nthreads + 1) / 2;
+	if (pool->per_user > nthreads)
+		pool->per_user = nthreads;
 	pool->d = d;
 	pthread_mutex_init(&pool->lock, NULL);
 	pthread_cond_init(&pool->cond, NULL);
@@ -139,5 +207,6 @@ void pool_destroy(struct pool *pool)
 	pthread_cond_destroy(&pool->cond);
 	pthread_mutex_destroy(&pool->lock);
 	free(pool->threads);
+	free(pool->shares);
 	free(pool);
 }

@@ -101,6 +101,6 @@ void sock_unlink(const char *path, ino_t ino)
 {
 	struct stat st;
 
-	if (stat(path, &st) == 0 && st.st_ino == ino)
+	if (path && stat(path, &st) == 0 && st.st_ino == ino)
 		unlink(path);
 }

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +150,17 @@ out:
 	free(path);
 }
 
+/* Make a removal durable: the directory entry is gone only once synced. */
+static void store_sync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		fsync(fd);
+		close(fd);
+	}
+}
+
 int store_open(const char *state_dir, struct store **storep)
 {
 	struct store *store;
@@ -278,12 +290,25 @@ int store_forget(struct store *store, const char *job)
 		return -ENOMEM;
 	pthread_mutex_lock(wlock);
 	pthread_mutex_lock(&store->lock);
-	if (!hmap_remove(store->jobs, job))
+	if (!hmap_get(store->jobs, job))
 		rc = ar_seterr(-AR_ENOTFOUND, "job %s: no stored plan", job);
 	pthread_mutex_unlock(&store->lock);
-	if (rc == 0 && unlink(path) < 0 && errno != ENOENT)
-		ar_log(LOG_WARNING, "%s: cannot remove: %s", path,
-		       strerror(errno));
+	/*
+	 * The file goes first: a job forgotten in memory but not on disk
+	 * would come back at the next start.  When it cannot be removed,
+	 * the job stays and the caller is told.
+	 */
+	if (rc == 0 && unlink(path) < 0 && errno != ENOENT) {
+		rc = -errno;
+		ar_seterr(rc, "%s: cannot remove: %s; the job is kept", path,
+			  strerror(-rc));
+	}
+	if (rc == 0) {
+		store_sync_dir(store->dir);
+		pthread_mutex_lock(&store->lock);
+		hmap_remove(store->jobs, job);
+		pthread_mutex_unlock(&store->lock);
+	}
 	pthread_mutex_unlock(wlock);
 	free(path);
 	return rc;

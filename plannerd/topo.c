@@ -93,6 +93,11 @@ int topo_load(const char *xml_path, struct topo *topo)
 		topo_gpu_model(obj, g->model, sizeof(g->model));
 		g->numa = topo_numa_of(t, obj);
 	}
+	/* hwloc names the adapters but not their link rate: plannerd.conf
+	 * gives that (docs/plannerd.md). */
+	for (obj = NULL; (obj = hwloc_get_next_osdev(t, obj));)
+		if (obj->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS)
+			topo->nics++;
 out:
 	hwloc_topology_destroy(t);
 	return rc;
@@ -107,7 +112,7 @@ json_t *topo_to_json(const struct topo *topo)
 			"pci", topo->gpus[i].busid,
 			"model", topo->gpus[i].model,
 			"numa", topo->gpus[i].numa));
-	return json_pack("{s:s, s:s, s:i, s:o}", "hostname", topo->hostname,
+	return json_pack("{s:s, s:s, s:i, s:i, s:o}", "hostname", topo->hostname,
 			 "source", topo->source, "gpus", topo->ngpus,
-			 "devices", devs ? devs : json_array());
+			 "nics", topo->nics, "devices", devs ? devs : json_array());
 }

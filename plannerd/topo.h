@@ -1,7 +1,8 @@
 /*
- * topo.h - the local node as hwloc sees it: its name and its GPUs (PCI
- * display and 3D controllers of GPU vendors, with their NUMA node), read
- * once at start from the running system or from an XML topology file.
+ * topo.h - the local node as hwloc sees it: its name, its GPUs (PCI
+ * display and 3D controllers of GPU vendors, with their NUMA node) and its
+ * network adapters (OpenFabrics devices), read once at start from the
+ * running system or from an XML topology file.
  */
 #ifndef PLANNERD_TOPO_H
 #define PLANNERD_TOPO_H
@@ -18,6 +19,7 @@ struct topo_gpu {
 
 struct topo {
 	char hostname[256];		/* short name: up to the first '.' */
+	int nics;			/* InfiniBand/RoCE HCAs (OpenFabrics devices) */
 	int ngpus;
 	struct topo_gpu gpus[TOPO_MAX_GPUS];
 	char source[256];		/* "this system" or the XML path */

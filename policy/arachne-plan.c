@@ -41,7 +41,10 @@ static void usage(FILE *f)
 "                          (default: arachne, the learned planner)\n"
 "  -e, --evaluate FILE     price this plan instead of planning\n"
 "  -b, --global-batch N    samples per iteration (default: the model's)\n"
-"  -s, --seq-len N         sequence length (default: the model's)\n"
+"  -s, --seq-len N         sequence length (default: the model's; with\n"
+"                          --evaluate, the plan's)\n"
+"      --no-overlap        price the gradient reduction and the parameter\n"
+"                          gather after the compute, not under it\n"
 "  -B, --budget-s S        planning time budget in seconds (default 600)\n"
 "  -P, --policy FILE       policy weights for the arachne planner\n"
 "  -d, --profiles DIR      profiles directory (default: $AR_PROFILES or\n"
@@ -136,10 +139,14 @@ static void print_text(const struct costmodel *cm,
 	if (used < total)
 		printf("\nunused: %d GPU%s\n", total - used,
 		       total - used == 1 ? "" : "s");
-	printf("\npredicted: %.3f s per iteration (pipeline %.3f s + gradient sync %.3f s), %.4f iterations/s, %.1f samples/s\n",
+	printf("\nrecompute %s, distributed optimizer %s, overlap %s\n",
+	       costmodel_recompute_name(plan->recompute),
+	       plan->distributed_optimizer ? "on" : "off",
+	       plan->overlap_grad_reduce ? "on" : "off");
+	printf("predicted: %.3f s per iteration (pipeline %.3f s + gradient sync %.3f s + optimizer step %.3f s), %.4f iterations/s, %.1f samples/s\n",
 	       plan->predicted.iter_s, plan->predicted.pipeline_s,
-	       plan->predicted.sync_s, plan->predicted.iters_per_s,
-	       plan->predicted.samples_per_s);
+	       plan->predicted.sync_s, plan->predicted.step_s,
+	       plan->predicted.iters_per_s, plan->predicted.samples_per_s);
 	printf("cost: %.2f USD per hour, %.4f USD per 1000 samples\n",
 	       plan->predicted.usd_per_hour,
 	       plan->predicted.usd_per_sample * 1000);
@@ -170,6 +177,7 @@ int main(int argc, char **argv)
 		{ "threads", required_argument, NULL, 'j' },
 		{ "seed", required_argument, NULL, 'S' },
 		{ "starts", required_argument, NULL, 'T' },
+		{ "no-overlap", no_argument, NULL, 'V' },
 		{ "no-climb", no_argument, NULL, 'N' },
 		{ "seed-planners", no_argument, NULL, 'D' },
 		{ "evaluations", required_argument, NULL, 'E' },
@@ -203,6 +211,7 @@ int main(int argc, char **argv)
 		case 'd': copts.profiles_dir = optarg; break;
 		case 'o': output = optarg; break;
 		case 'q': req.quiet = true; break;
+		case 'V': copts.no_overlap = true; break;
 		case 'b':
 			if (parse_int("--global-batch", optarg, 1, 1 << 24, &v) < 0)
 				return EXIT_BADINPUT;
@@ -309,10 +318,34 @@ int main(int argc, char **argv)
 		return EXIT_BADINPUT;
 	}
 
+	json_t *evaluated = NULL;
+
+	if (evaluate) {
+		/* The plan says the batch and sequence it was made for. */
+		evaluated = ar_json_load_file(evaluate);
+		if (!evaluated) {
+			fprintf(stderr, "%s: %s\n", prog, ar_errmsg());
+			return EXIT_BADINPUT;
+		}
+		if (!copts.seq_len && json_is_integer(json_object_get(evaluated, "seq_len")))
+			copts.seq_len = (int)json_integer_value(json_object_get(evaluated, "seq_len"));
+		if (!copts.global_batch &&
+		    json_is_integer(json_object_get(evaluated, "global_batch")))
+			copts.global_batch = (int)json_integer_value(
+				json_object_get(evaluated, "global_batch"));
+		if (copts.seq_len < 0 || copts.seq_len > 1 << 20 ||
+		    copts.global_batch < 0 || copts.global_batch > 1 << 24) {
+			fprintf(stderr, "%s: %s: seq_len or global_batch out of range\n",
+				prog, evaluate);
+			json_decref(evaluated);
+			return EXIT_BADINPUT;
+		}
+	}
 	rc = costmodel_load(model, &copts, &cm);
 	if (rc < 0) {
 		fprintf(stderr, "%s: %s\n", prog, ar_errmsg()[0] ? ar_errmsg() :
 			ar_strerror(rc));
+		json_decref(evaluated);
 		return EXIT_BADINPUT;
 	}
 	rc = costmodel_cluster_load(cm, cluster, &cl);
@@ -323,14 +356,7 @@ int main(int argc, char **argv)
 	}
 
 	if (evaluate) {
-		json_t *root = ar_json_load_file(evaluate);
-
-		if (!root) {
-			fprintf(stderr, "%s: %s\n", prog, ar_errmsg());
-			goto out;
-		}
-		rc = costmodel_plan_from_json(cm, cl, root, &plan);
-		json_decref(root);
+		rc = costmodel_plan_from_json(cm, cl, evaluated, &plan);
 		if (rc == 0)
 			rc = costmodel_plan_price(cm, cl, plan);
 		if (rc < 0) {
@@ -375,6 +401,7 @@ int main(int argc, char **argv)
 	}
 	status = 0;
 out:
+	json_decref(evaluated);
 	json_decref(out);
 	costmodel_plan_free(plan);
 	costmodel_cluster_free(cl);

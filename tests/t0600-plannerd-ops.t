@@ -154,7 +154,7 @@ assert s[\"planner\"] == \"exhaustive\" and s[\"uptime_s\"] > 0"
 
 test_expect_success 'plans survive a restart and still answer from the store' '
 	plannerd_stop &&
-	test_must_fail test -S plannerd.sock &&
+	test_must_fail test -S "$PLANNERD_SOCK" &&
 	plannerd_start &&
 	ctl --json show 45 >again.json &&
 	test "$(field again.json .plan)" = "$(field local.get .plan)" &&
@@ -163,7 +163,7 @@ test_expect_success 'plans survive a restart and still answer from the store' '
 '
 
 test_expect_success 'SIGHUP reloads the config without dropping a client' '
-	python3 "$PLANNERD_FIXTURES/hold.py" plannerd.sock "$(cat plannerd.pid)" >hold.out &&
+	python3 "$PLANNERD_FIXTURES/hold.py" "$PLANNERD_SOCK" "$(cat plannerd.pid)" >hold.out &&
 	grep "^before ok" hold.out && grep "^after ok" hold.out &&
 	ctl --json status >st.json &&
 	test "$(field st.json .budget_s)" = 2.5 &&
@@ -181,7 +181,7 @@ test_expect_success 'SIGTERM finishes the plan in flight, then exits 0' '
 	wait $client &&
 	test "$(field inflight.json .ok)" = true &&
 	test -f state/jobs/50.json &&
-	test_must_fail test -S plannerd.sock
+	test_must_fail test -S "$PLANNERD_SOCK"
 '
 
 test_expect_success 'arachnectl says so when the daemon is down' '

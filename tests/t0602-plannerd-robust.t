@@ -3,7 +3,7 @@ test_description='plannerd: bad clients, many clients, and a daemon that keeps s
 . "$(dirname "$0")/lib.sh"
 
 client() {
-	python3 "$PLANNERD_FIXTURES/client.py" "$PWD/plannerd.sock" "$@"
+	ar_bounded 60 "client.py $1" python3 "$PLANNERD_FIXTURES/client.py" "$PLANNERD_SOCK" "$@"
 }
 LOAD="$top_builddir/plannerd/plannerd-load"
 
@@ -47,7 +47,7 @@ test_expect_success '1,000 concurrent clients: each gets an answer' '
 		echo "{not json" &&
 		echo "{\"op\":\"ping\"}"
 	} >requests &&
-	"$LOAD" -s "$PWD/plannerd.sock" -c 1000 -n 3 requests >load.json &&
+	ar_bounded 120 "plannerd-load (1,000 clients)" "$LOAD" -s "$PLANNERD_SOCK" -c 1000 -n 3 requests >load.json &&
 	cat load.json &&
 	python3 -c "import json; r=json.load(open(\"load.json\"))
 assert r[\"answers\"] == 3000 and r[\"failed\"] == 0, r
@@ -70,7 +70,7 @@ test_expect_success 'beyond max_clients: busy, and served again once they leave'
 	client hold 3 <hold >held &
 	holder=$! &&
 	exec 9>hold &&
-	while ! grep -q holding held; do sleep 0.1; done &&
+	ar_wait_until 100 "client.py to hold 3 connections" grep -q holding held &&
 	test_expect_code 1 ctl ping 2>err &&
 	grep "busy: too many clients" err &&
 	exec 9>&- &&

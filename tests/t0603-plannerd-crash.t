@@ -14,7 +14,7 @@ test_expect_success 'setup' '
 '
 
 test_expect_success 'kill -9 during a burst of plan writes' '
-	"$LOAD" -s "$PWD/plannerd.sock" -c 16 -n 400 requests >load.json &
+	ar_bounded 60 "plannerd-load (a burst of 6,400 plans)" "$LOAD" -s "$PLANNERD_SOCK" -c 16 -n 400 requests >load.json &
 	load=$! &&
 	sleep 1 &&
 	kill -9 "$(cat plannerd.pid)" &&
@@ -36,7 +36,7 @@ print(n)" >stored
 '
 
 test_expect_success 'restart: stale socket replaced, leftovers removed, plans served' '
-	test -S plannerd.sock &&
+	test -S "$PLANNERD_SOCK" &&
 	plannerd_start &&
 	grep "removing a stale socket" plannerd.log &&
 	test $(ls state/jobs | grep -c "\.tmp\.") = 0 &&
@@ -63,10 +63,10 @@ test_expect_success 'a socket path too long for sun_path is a clear error' '
 '
 
 test_expect_success 'a file that is not a socket is never removed' '
-	echo precious >plannerd.sock &&
+	echo precious >"$PLANNERD_SOCK" &&
 	test_expect_code 1 "$PLANNERD" -F -f "$PWD/plannerd.conf" 2>err &&
 	grep "exists and is not a socket" err &&
-	grep precious plannerd.sock
+	grep precious "$PLANNERD_SOCK"
 '
 
 test_done

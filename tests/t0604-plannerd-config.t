@@ -69,13 +69,14 @@ test_expect_success 'a reload with a broken config keeps the running one' '
 
 test_expect_success 'systemd: READY, RELOADING and STOPPING over NOTIFY_SOCKET' '
 	plannerd_config plannerd.conf &&
-	python3 "$PLANNERD_FIXTURES/notify.py" "$PWD/notify.sock" 4 >notes &
+	python3 "$PLANNERD_FIXTURES/notify.py" "$AR_SOCK_DIR/notify.sock" 4 >notes &
 	notifier=$! &&
-	while ! grep -q bound notes; do sleep 0.1; done &&
-	NOTIFY_SOCKET="$PWD/notify.sock" plannerd_start &&
+	ar_wait_until 100 "notify.py to bind $AR_SOCK_DIR/notify.sock" grep -q bound notes &&
+	NOTIFY_SOCKET="$AR_SOCK_DIR/notify.sock" plannerd_start &&
 	kill -HUP "$(cat plannerd.pid)" &&
 	sleep 0.5 &&
 	plannerd_stop &&
+	ar_wait_until 250 "notify.py to get 4 messages" plannerd_gone $notifier &&
 	wait $notifier &&
 	printf "bound\nREADY=1\nRELOADING=1\nREADY=1\nSTOPPING=1\n" >expect &&
 	test_cmp expect notes
@@ -87,8 +88,8 @@ test_expect_success 'without -F the daemon detaches once it serves' '
 	ctl ping &&
 	pid=$(ctl --json status >/dev/null && pgrep -f "plannerd -f $PWD/plannerd.conf") &&
 	kill -TERM $pid &&
-	while kill -0 $pid 2>/dev/null; do sleep 0.1; done &&
-	test_must_fail test -S plannerd.sock
+	ar_wait_until 100 "the detached plannerd (pid $pid) to exit" plannerd_gone $pid &&
+	test_must_fail test -S "$PLANNERD_SOCK"
 '
 
 test_done

@@ -15,10 +15,12 @@ for k in sys.argv[2].strip(".").split("."):
 print(json.dumps(v, sort_keys=True) if isinstance(v, (dict, list, bool)) else v)' "$1" "$2"
 }
 
-# Two daemons on one machine, as on two nodes: "a" in a/, "b" in b/.
+# Two daemons on one machine, as on two nodes: "a" in a/, "b" in b/, their
+# sockets a.sock and b.sock in the short socket directory.
 daemon() {
 	mkdir -p "$1" &&
 	cd "$1" &&
+	PLANNERD_SOCK=$AR_SOCK_DIR/$1.sock &&
 	plannerd_config plannerd.conf "replan_horizon_s = 1.0e7;" &&
 	ln -sfn ../profiles profiles &&
 	plannerd_start &&
@@ -27,7 +29,7 @@ daemon() {
 ctl_on() {
 	d=$1
 	shift
-	"$ARACHNECTL" -s "$PWD/$d/plannerd.sock" "$@"
+	"$ARACHNECTL" -s "$AR_SOCK_DIR/$d.sock" -t 60 "$@"
 }
 
 test_expect_success 'setup: toy profiles, two compositions, two daemons' '
@@ -94,13 +96,16 @@ assert any(r[\"node\"] == nodes.index(\"gpu110\") and r[\"old\"] for r in m[\"ra
 '
 
 test_expect_success 'a replan with previous for another user is refused to a plain user' '
-	chmod 755 . b &&
-	chmod 666 b/plannerd.sock &&
+	# nobody may not enter the build tree (under /root, say): the client
+	# is copied beside the socket, which nobody may reach.
+	cp "$ARACHNECTL" "$AR_SOCK_DIR/arachnectl" &&
+	chmod 755 "$AR_SOCK_DIR" "$AR_SOCK_DIR/arachnectl" &&
+	chmod 666 "$AR_SOCK_DIR/b.sock" &&
 	python3 -c "import json
 r = json.load(open(\"full.req\")); r[\"job\"] = \"8\"; r[\"user\"] = \"root\"
 print(json.dumps(r))" >other.req &&
 	chmod 644 other.req &&
-	runuser -u nobody -- "$ARACHNECTL" -s "$PWD/b/plannerd.sock" raw <other.req >other.out &&
+	runuser -u nobody -- "$AR_SOCK_DIR/arachnectl" -s "$AR_SOCK_DIR/b.sock" -t 60 raw <other.req >other.out &&
 	test "$(field other.out .error.code)" = permission
 '
 

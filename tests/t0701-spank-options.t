@@ -27,7 +27,7 @@ refused() {	# expected-text sbatch-args...
 }
 
 test_expect_success 'an unknown key is refused, naming the key and the valid ones' '
-	refused "unknown key '\''colour'\'' (expected model, global_batch, seq_len, planner, mode, output, join)" \
+	refused "unknown key '\''colour'\'' (expected model, global_batch, seq_len, planner, mode, output, join, signal)" \
 		--arachne=model=llama3-8b,colour=blue
 '
 
@@ -72,11 +72,7 @@ test_expect_success 'a job without --arachne has no ARACHNE_ variables' '
 test_expect_success 'start a job of root that others will try to join' '
 	ROOTJOB=$(sbatch --parsable -o /dev/null -w node1 --gres=gpu:1 \
 		--arachne=model=llama3-8b,mode=advise --wrap "sleep 60") &&
-	for i in $(seq 1 100); do
-		test "$(slurm_job_state $ROOTJOB)" = RUNNING && break
-		sleep 0.1
-	done &&
-	test "$(slurm_job_state $ROOTJOB)" = RUNNING &&
+	ar_wait_until 100 "job $ROOTJOB to run" slurm_job_running $ROOTJOB &&
 	echo $ROOTJOB >rootjob
 '
 

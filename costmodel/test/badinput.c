@@ -64,6 +64,16 @@ static void clusters(void **state)
 		  "unknown key \"gpus\"" },
 		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"count\":1}],\"inter_node_gbps\":-1}",
 		  "inter_node_gbps" },
+		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"count\":1,\"nic_gbps\":-5}]}",
+		  "\"nic_gbps\" must be a number from 0.1 to 100000, not -5" },
+		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"count\":1,\"nic_gbps\":\"fast\"}]}",
+		  "\"nic_gbps\" must be a number from 0.1 to 100000" },
+		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"count\":1,\"nics\":0}]}",
+		  "\"nics\" must be an integer from 1 to 64, not 0" },
+		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"count\":1,\"intra_node\":\"nvlink9\"}]}",
+		  "\"intra_node\" must be one of nvlink2" },
+		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"count\":1,\"intra_node\":\"pcie4\","
+		  "\"intra_node_GBps\":20}]}", "not both" },
 		/* A link of 1e-308 Gb/s would price every plan at infinity. */
 		{ "{\"nodes\":[{\"gpu\":\"fast\",\"gpus_per_node\":4,\"count\":1}],\"inter_node_gbps\":1e-308}",
 		  "\"inter_node_gbps\" must be a number from 0.1 to 100000, not 1e-308" },
@@ -140,6 +150,17 @@ static void profiles(void **state)
 		{ "layers/toy/fast.ini",
 		  "[tp1.mbs1.block]\nfwd_ms = 1e999\nbwd_ms = 2\ncomm_ms = 0\nact_bytes = 1\nparam_bytes = 1\n",
 		  "fwd_ms" },
+		{ "layers/toy/fast.ini",
+		  "[tp1.mbs1.block]\nfwd_ms = 1\nbwd_ms = 2\ncomm_ms = 0\nact_bytes = 1\nparam_bytes = 1\n"
+		  "fwd_attn_ms = 2\n", "exceeds its whole" },
+		{ "models/toy.ini",
+		  "[model]\nname = toy\nblocks = 8\nhidden = 1024\nffn = 1\nheads = 1\n"
+		  "kv_heads = 1\nhead_dim = 1\nvocab = 1\n[training]\nstate_bytes_per_param = 16\n",
+		  "state_bytes_per_param is now grad_bytes_per_param" },
+		{ "models/toy.ini",
+		  "[model]\nname = toy\nblocks = 8\nhidden = 1024\nffn = 1\nheads = 1\n"
+		  "kv_heads = 1\nhead_dim = 1\nvocab = 1\n[training]\nactivation_checkpointing = true\n",
+		  "recomputation is a plan option" },
 		/* A layer that takes no time is a broken profile. */
 		{ "layers/toy/fast.ini",
 		  "[tp1.mbs1.block]\nfwd_ms = 0\nbwd_ms = 0\ncomm_ms = 0\nact_bytes = 0\nparam_bytes = 0\n",
@@ -232,6 +253,10 @@ static void plans(void **state)
 		  PLACE("n1", "0") "]]}]}", "one row per replica" },
 		{ "{\"arachne_plan\":1,\"model\":\"toy\",\"micro_batch\":1,\"surprise\":1}",
 		  "unknown key \"surprise\"" },
+		{ "{\"arachne_plan\":1,\"model\":\"toy\",\"micro_batch\":1,\"recompute\":\"some\"}",
+		  "\"recompute\" must be \"none\", \"selective\" or \"full\"" },
+		{ "{\"arachne_plan\":1,\"model\":\"toy\",\"micro_batch\":1,\"distributed_optimizer\":1}",
+		  "\"distributed_optimizer\" must be true or false" },
 		/* ep or etp 0 without edp divided by zero (SIGFPE). */
 		{ PLAN(STAGE_X("\"ep\":0"), PLACE("n1", "0")), "\"ep\" must be an integer from 1 to 4096, not 0" },
 		{ PLAN(STAGE_X("\"etp\":0"), PLACE("n1", "0")), "\"etp\" must be an integer from 1 to 8, not 0" },

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,11 +44,32 @@ void fixture_write(const char *dir, const char *rel, const char *text)
 	fclose(f);
 }
 
+/*
+ * One entry.  Its parts, in round shares (golden.c computes with them):
+ * blocks and attn spend a quarter of their compute in the attention core;
+ * half the collectives are the forward's; selective recomputation re-runs
+ * 30 % of the forward (10 % for experts) and keeps 3/4 of the activations
+ * (1/2); full re-runs the forward with its collectives and keeps the
+ * block's input, 2 MiB a sample (nothing for experts).  The embedding
+ * and head are never recomputed.
+ */
 static void entry(FILE *f, int tp, int mbs, const char *type, double fwd,
 		  double bwd, double comm, double act, double param)
 {
-	fprintf(f, "[tp%d.mbs%d.%s]\nfwd_ms = %.17g\nbwd_ms = %.17g\ncomm_ms = %.17g\nact_bytes = %.17g\nparam_bytes = %.17g\n\n",
+	bool attn = !strcmp(type, "block") || !strcmp(type, "attn");
+	bool expert = !strcmp(type, "expert");
+	bool recomputed = attn || expert;
+
+	fprintf(f, "[tp%d.mbs%d.%s]\nfwd_ms = %.17g\nbwd_ms = %.17g\ncomm_ms = %.17g\nact_bytes = %.17g\nparam_bytes = %.17g\n",
 		tp, mbs, type, fwd, bwd, comm, act, param);
+	fprintf(f, "fwd_attn_ms = %.17g\nbwd_attn_ms = %.17g\nfwd_comm_ms = %.17g\n",
+		attn ? fwd / 4 : 0, attn ? bwd / 4 : 0, comm / 2);
+	fprintf(f, "recompute_selective_ms = %.17g\nact_bytes_selective = %.17g\n",
+		!recomputed ? 0 : expert ? fwd / 10 : fwd * 0.3,
+		!recomputed ? act : expert ? act / 2 : act * 0.75);
+	fprintf(f, "recompute_full_ms = %.17g\nact_bytes_full = %.17g\n\n",
+		recomputed ? fwd + comm / 2 : 0,
+		!recomputed ? act : expert ? 0 : 2 * MIB * mbs);
 }
 
 static void write_layers(const char *dir, const char *model, const char *gpu,
@@ -94,7 +116,7 @@ static const char *model_ini(const char *name, const char *extra)
 		 "[model]\nname = %s\nblocks = 8\nhidden = 1024\nffn = 4096\n"
 		 "heads = 8\nkv_heads = 8\nhead_dim = 128\nvocab = 32000\n%s\n"
 		 "[training]\nseq_len = 1024\nglobal_batch = 64\n"
-		 "state_bytes_per_param = 16\n", name, extra);
+		 "grad_bytes_per_param = 2\noptimizer_bytes_per_param = 12\n", name, extra);
 	return buf;
 }
 

@@ -60,7 +60,7 @@ static const struct costmodel_model qwen3_64b = {
 	.name = "qwen3-64b", .blocks = 128, .hidden = 5120, .ffn = 25600,
 	.heads = 64, .kv_heads = 8, .head_dim = 128, .vocab = 151936,
 	.gated = true, .seq_len = 2048, .global_batch = 2048,
-	.state_bytes_per_param = 16, .activation_checkpointing = true,
+	.state_bytes_per_param = 16,
 };
 
 static const struct costmodel_model deepseek = {
@@ -117,16 +117,17 @@ static void test_llama_block_counts(void **state)
 	assert_near(ly.fwd_flops, 962072674304.0, 1e-12);
 
 	p = entry(&llama3_8b, &h100, 1, 1, COSTMODEL_LAYER_BLOCK);
-	/* s.b.h.(10 + 24/t) = 2048 x 4096 x 34 */
+	/* s.b.h.34/t = 2048 x 4096 x 34 at t = 1 */
 	assert_near(p.act_bytes, 285212672.0, 1e-12);
 	/* 2 bytes x (h(hq + 2hkv) + hq.h + 3h.f + two norms 2h) */
 	assert_near(p.param_bytes, 436224000.0, 1e-12);
 	assert_near(p.comm_ms, 0, 0);
 
-	/* At TP 4 and micro-batch 2: activations s.b.h.(10 + 6), weights
-	 * split but the norms replicated. */
+	/* At TP 4 and micro-batch 2: activations s.b.h.34/4 (sequence
+	 * parallelism shards the replicated part too), weights split but the
+	 * norms replicated. */
 	p = entry(&llama3_8b, &h100, 4, 2, COSTMODEL_LAYER_BLOCK);
-	assert_near(p.act_bytes, 2048.0 * 2 * 4096 * 16, 1e-12);
+	assert_near(p.act_bytes, 2048.0 * 2 * 4096 * 34 / 4, 1e-12);
 	assert_near(p.param_bytes,
 		    2 * ((h * (hq + 2 * hkv) + hq * h + 3 * h * f) / 4 + 2 * h),
 		    1e-12);
@@ -299,20 +300,50 @@ static void test_mfu_range(void **state)
 	assert_true(mfu > 0.1 && mfu < 0.35);
 }
 
-/* Activation checkpointing: the input alone is kept, the forward and its
- * collectives run again in the backward. */
-static void test_checkpointing(void **state)
+/*
+ * Recomputation: full keeps the block's input alone (sharded along the
+ * sequence over the TP group) and re-runs the forward
+ * with its collectives; selective re-runs the two norms and the attention
+ * core and frees their outputs; the attention core is its own part.
+ */
+static void test_recomputation(void **state)
 {
+	struct synth_layer ly;
 	struct costmodel_layer_profile p;
+	double T = 2048, h = 5120, hq = 64 * 128, tp = 2, ar, norms = 0, attn = 0;
 
 	(void)state;
 	p = entry(&qwen3_64b, &h100, 2, 1, COSTMODEL_LAYER_BLOCK);
-	assert_near(p.act_bytes, 2.0 * 2048 * 5120, 1e-12);
-	assert_near(p.bwd_ms, 3 * p.fwd_ms, 1e-12);
-	/* 2 forward all-reduces twice and 2 backward ones: 6 in all */
-	assert_near(p.comm_ms,
-		    6 * costmodel_synth_allreduce_s(&h100, 2048.0 * 5120 * 2,
-						    2) * 1e3, 1e-9);
+	assert_near(p.bwd_ms, 2 * p.fwd_ms, 1e-12);
+	ar = costmodel_synth_allreduce_s(&h100, T * h * 2, 2) * 1e3;
+	/* 2 forward and 2 backward all-reduces */
+	assert_near(p.comm_ms, 4 * ar, 1e-9);
+	assert_near(p.fwd_comm_ms, 2 * ar, 1e-9);
+	assert_near(p.recompute_act_bytes[COSTMODEL_RECOMPUTE_FULL], 2 * T * h / tp, 1e-12);
+	assert_near(p.recompute_ms[COSTMODEL_RECOMPUTE_FULL], p.fwd_ms + 2 * ar, 1e-9);
+	assert_near(p.recompute_act_bytes[COSTMODEL_RECOMPUTE_NONE], p.act_bytes, 0);
+	assert_near(p.recompute_act_bytes[COSTMODEL_RECOMPUTE_SELECTIVE],
+		    p.act_bytes - T * (4 * h + 2 * hq) / tp, 1e-12);
+
+	assert_int_equal(costmodel_synth_describe(&qwen3_64b, &h100, 2, 1,
+						  COSTMODEL_LAYER_BLOCK, &ly), 0);
+	for (int i = 0; i < ly.nops; i++) {
+		double t = costmodel_synth_op_s(&h100, &ly.ops[i], 2) * 1e3;
+
+		if (ly.ops[i].kind == SYNTH_OP_ATTN)
+			attn += t;
+		else if (ly.ops[i].selective)
+			norms += t;
+	}
+	assert_true(attn > 0 && norms > 0);
+	assert_near(p.fwd_attn_ms, attn, 1e-12);
+	assert_near(p.bwd_attn_ms, 2 * attn, 1e-12);
+	assert_near(p.recompute_ms[COSTMODEL_RECOMPUTE_SELECTIVE], attn + norms, 1e-12);
+
+	/* The head is never recomputed. */
+	p = entry(&qwen3_64b, &h100, 2, 1, COSTMODEL_LAYER_HEAD);
+	assert_near(p.recompute_ms[COSTMODEL_RECOMPUTE_FULL], 0, 0);
+	assert_near(p.recompute_act_bytes[COSTMODEL_RECOMPUTE_FULL], p.act_bytes, 0);
 }
 
 /* DeepSeek-V3-like: the expert entry, and the paper's 168 GB per layer. */
@@ -372,7 +403,7 @@ static void test_deepseek_mla(void **state)
 	assert_near(p.param_bytes, 2 * (attn + h + 3 * h * 18432), 1e-12);
 }
 
-/* Embedding and head: vocab-parallel weights, FP32 logits kept twice. */
+/* Embedding and head: vocab-parallel weights, the FP32 softmax kept once. */
 static void test_embed_head(void **state)
 {
 	struct costmodel_layer_profile p;
@@ -386,7 +417,7 @@ static void test_embed_head(void **state)
 		    1e-9);
 	p = entry(&llama3_8b, &h100, 2, 1, COSTMODEL_LAYER_HEAD);
 	assert_near(p.param_bytes, V / 2 * h * 2 + 2 * h, 1e-12);
-	assert_near(p.act_bytes, T * V / 2 * 4 * 2 + T * h * 4, 1e-12);
+	assert_near(p.act_bytes, T * V / 2 * 4 + T * h * 4, 1e-12);
 	/* GPT-Neo's vocabulary splits unevenly: ceil(50257 / 4) rows */
 	p = entry(&gpt_neo, &h100, 4, 1, COSTMODEL_LAYER_EMBED);
 	assert_near(p.param_bytes, 12565.0 * 2560 * 2, 1e-12);
@@ -449,7 +480,7 @@ int main(void)
 		cmocka_unit_test(test_bigger_gpu_needs_bigger_gemm),
 		cmocka_unit_test(test_monotonic),
 		cmocka_unit_test(test_mfu_range),
-		cmocka_unit_test(test_checkpointing),
+		cmocka_unit_test(test_recomputation),
 		cmocka_unit_test(test_deepseek_experts),
 		cmocka_unit_test(test_deepseek_mla),
 		cmocka_unit_test(test_embed_head),

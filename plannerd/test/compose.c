@@ -25,7 +25,9 @@ static int setup(void **state)
 
 	fputs("gres_map = ( { gres = \"h100_80g\"; gpu = \"h100\"; } );\n"
 	      "node_map = ( { nodes = \"gpu0*\"; gpu = \"h100\"; },\n"
-	      "             { nodes = \"gpu1*\"; gpu = \"a100-40\"; } );\n"
+	      "             { nodes = \"gpu1*\"; gpu = \"a100-40\"; },\n"
+	      "             { nodes = \"gpu0[0-4]*\"; nic_gbps = 400; intra_node = \"nvlink4\"; },\n"
+	      "             { nodes = \"gpu1*\"; nics = 2; nic_gbps = 200.0; } );\n"
 	      "inter_node_gbps = 200;\n", f);
 	fclose(f);
 	if (conf_create(path, &conf) < 0)
@@ -96,6 +98,40 @@ static void test_maps(void **state)
 	json_decref(cl);
 }
 
+static json_t *node_get(json_t *cl, size_t i, const char *key)
+{
+	return json_object_get(json_array_get(json_object_get(cl, "nodes"), i), key);
+}
+
+/* node_map gives a host's network and link; hwloc counts the local HCAs. */
+static void test_links(void **state)
+{
+	json_t *cl = normalize(NULL,
+		"{\"nodes\":[{\"hosts\":\"gpu0[10-12]\",\"gpus_per_node\":4},"
+		"{\"hosts\":\"gpu1[00-01]\",\"gpus_per_node\":1},"
+		"{\"hosts\":\"gpu020\",\"gpus_per_node\":4,\"nic_gbps\":100},"
+		"{\"hosts\":\"gpu090\",\"gpus_per_node\":4}]}", 0);
+
+	assert_true(json_real_value(node_get(cl, 0, "nic_gbps")) == 400);
+	assert_string_equal(json_string_value(node_get(cl, 0, "intra_node")), "nvlink4");
+	assert_null(node_get(cl, 0, "nics"));
+	assert_int_equal(json_integer_value(node_get(cl, 1, "nics")), 2);
+	assert_true(json_real_value(node_get(cl, 1, "nic_gbps")) == 200);
+	assert_int_equal(json_integer_value(node_get(cl, 2, "nic_gbps")), 100);	/* its own */
+	assert_null(node_get(cl, 3, "nic_gbps"));	/* no rule gives it links */
+	json_decref(cl);
+	/* hosts whose rules give different links */
+	normalize(NULL, "{\"nodes\":[{\"hosts\":\"gpu0[49-50]\",\"gpus_per_node\":4}]}",
+		  -AR_EINVAL);
+	assert_non_null(strstr(ar_errmsg(), "different links; split the entry"));
+	/* this host: two HCAs in its hwloc topology, the rate from node_map */
+	assert_int_equal(topo4.nics, 2);
+	cl = normalize(&topo4, "{\"nodes\":[{\"hosts\":\"gpu001\"}]}", 0);
+	assert_int_equal(json_integer_value(node_get(cl, 0, "nics")), 2);
+	assert_true(json_real_value(node_get(cl, 0, "nic_gbps")) == 400);
+	json_decref(cl);
+}
+
 static void test_map_errors(void **state)
 {
 	normalize(NULL, "{\"nodes\":[{\"hosts\":\"cpu01\",\"gpus_per_node\":1}]}",
@@ -147,6 +183,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_topology_fixture),
 		cmocka_unit_test(test_maps),
+		cmocka_unit_test(test_links),
 		cmocka_unit_test(test_map_errors),
 		cmocka_unit_test(test_local_node),
 	};

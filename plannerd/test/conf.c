@@ -231,7 +231,7 @@ static void test_directives(void **state)
 	fclose(f);
 	for (char *p = text; (p = strstr(p, ".TP\n")); p++)
 		n++;
-	assert_int_equal(n, 21);
+	assert_int_equal(n, 22);
 	assert_non_null(strstr(text, "\\fBbudget_s\\fR = \\fInumber\\fR (default: \\fB10\\fR)"));
 	assert_non_null(strstr(text, "\\fBnode_map\\fR = \\fIlist\\fR\n"));
 	free(text);

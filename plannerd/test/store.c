@@ -95,6 +95,20 @@ static void test_put_get_reopen(void **state)
 	snprintf(path, sizeof(path), "%s/jobs/2.json.tmp.abcdef", dir);
 	assert_int_not_equal(access(path, F_OK), 0);
 
+	/* A file that cannot be removed: forget fails and keeps the job
+	 * (it answered ok, and the job came back at the next start). */
+	snprintf(path, sizeof(path), "%s/jobs/1.json", dir);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/jobs/1.json/x", dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+	assert_true(store_forget(s, "1") < 0);
+	assert_non_null(strstr(ar_errmsg(), "cannot remove"));
+	assert_int_equal(store_get(s, "1", &uid, NULL, NULL), 0);
+	assert_int_equal(rmdir(path), 0);
+	snprintf(path, sizeof(path), "%s/jobs/1.json", dir);
+	assert_int_equal(rmdir(path), 0);
+
 	assert_int_equal(store_forget(s, "1"), 0);
 	assert_int_equal(store_forget(s, "1"), -AR_ENOTFOUND);
 	assert_int_equal(store_count(s), 0);

@@ -39,11 +39,12 @@ static int add_nodes(const struct costmodel *cm, struct costmodel_cluster *cl,
 			return -1;
 		snprintf(name, sizeof(name), "%s-%04zu", costmodel_gpu(cm, type)->name,
 			 cl->nnodes);
-		cl->nodes[cl->nnodes].name = strdup(name);
+		/* network fields 0: the GPU profile's defaults */
+		cl->nodes[cl->nnodes] = (struct costmodel_node){
+			.name = strdup(name), .gpu = type, .gpus = gpus,
+		};
 		if (!cl->nodes[cl->nnodes].name)
 			return -1;
-		cl->nodes[cl->nnodes].gpu = type;
-		cl->nodes[cl->nnodes].gpus = gpus;
 		cl->nnodes++;
 	}
 	return 0;

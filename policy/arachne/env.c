@@ -61,13 +61,24 @@ static double layer_state_bytes(const struct costmodel *cm, int gpu, int tp,
 	return bytes;
 }
 
+/*
+ * Activations one layer keeps per micro-batch of 1 under the leanest
+ * recomputation its profile offers: the fill may choose it.
+ */
 static double layer_act_bytes(const struct costmodel *cm, int gpu, int tp,
 			      enum costmodel_layer_type type)
 {
 	const struct costmodel_layer_profile *p =
 		costmodel_profile(cm, gpu, tp, 1, type);
+	double act;
 
-	return p ? p->act_bytes : 0.0;
+	if (!p)
+		return 0.0;
+	act = p->act_bytes;
+	for (int r = 0; r < COSTMODEL_NUM_RECOMPUTE; r++)
+		if (p->recompute_act_bytes[r] >= 0 && p->recompute_act_bytes[r] < act)
+			act = p->recompute_act_bytes[r];
+	return act;
 }
 
 /*
@@ -100,8 +111,6 @@ static double block_bytes(const struct costmodel *cm, int gpu, int tp,
 			return -1.0;
 		act = layer_act_bytes(cm, gpu, tp, COSTMODEL_LAYER_BLOCK);
 	}
-	if (m->activation_checkpointing)
-		act = act > 0 ? fmin(act, 2.0 * m->seq_len * m->hidden / tp) : 0;
 	return state + act * inflight;
 }
 

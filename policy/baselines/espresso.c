@@ -104,6 +104,8 @@ static int espresso_published(struct espresso *e, struct costmodel_plan *plan)
 		t->stages[s].first_layer = first[s];
 		t->stages[s].last_layer = last[s];
 	}
+	/* the plan runs as Espresso estimated it: recomputing every layer */
+	plan->recompute = COSTMODEL_RECOMPUTE_FULL;
 	for (int i = 0; i < BASELINE_NUM_MBS && rc == 0; i++) {
 		int mbs = baseline_mbs(i);
 		int micro_batches = (plan->global_batch + mbs * t->replicas - 1) /

@@ -170,16 +170,21 @@ static void client_no_server(void **state)
 	json_decref(req);
 }
 
+/* The socket lives in a short private directory, whatever the build path. */
+static char sock_dir[] = "/tmp/ar.XXXXXX";
+
 static int setup(void **state)
 {
-	snprintf(sock_path, sizeof(sock_path), "/tmp/arachne-client-%d.sock",
-		 (int)getpid());
+	if (!mkdtemp(sock_dir))
+		return -1;
+	snprintf(sock_path, sizeof(sock_path), "%s/plannerd.sock", sock_dir);
 	return 0;
 }
 
 static int teardown(void **state)
 {
 	unlink(sock_path);
+	rmdir(sock_dir);
 	return 0;
 }
 

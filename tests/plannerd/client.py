@@ -86,6 +86,61 @@ elif scenario == "leave":
     time.sleep(0.2)
     print("after", "ok" if ping_ok() else "failed")
 
+elif scenario == "loris":
+    # N clients that each send a ping one byte at a time, 0.25 s apart:
+    # 3.5 s a request against client_timeout_s = 1.  Each must be cut
+    # off within the timeout of its first byte, however it trickles.
+    import threading
+    n = int(sys.argv[3])
+    line = b'{"op":"ping"}\n'
+    results = [None] * n
+
+    def trickle(k):
+        s = connect()
+        t0 = time.time()
+        try:
+            for byte in line:
+                s.sendall(bytes([byte]))
+                time.sleep(0.25)
+                s.settimeout(0)
+                try:
+                    if s.recv(1, socket.MSG_PEEK) == b"":
+                        break
+                except BlockingIOError:
+                    pass
+                except ConnectionResetError:
+                    break
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        a = None
+        try:
+            a = answer(s, timeout=10)
+        except (ConnectionResetError, OSError, ValueError):
+            pass
+        results[k] = (code(a), time.time() - t0)
+
+    threads = [threading.Thread(target=trickle, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    # While they hold every slot, and once they are gone: a ping is
+    # served within the timeout (plus a margin), not after 3.5 s.
+    time.sleep(0.3)
+    t0 = time.time()
+    while True:
+        try:
+            if ping_ok():
+                break
+        except (ConnectionResetError, BrokenPipeError, TypeError):
+            pass
+        if time.time() - t0 > 10:
+            break
+        time.sleep(0.1)
+    print("other served", time.time() - t0 < 2.5)
+    for t in threads:
+        t.join()
+    for c, took in results:
+        print(c, "cut on time" if took < 2.5 else "cut after %.1f s" % took)
+
 elif scenario == "hold":
     # keep N idle connections open until stdin closes
     conns = [connect() for _ in range(int(sys.argv[3]))]

@@ -12,6 +12,7 @@ import sys
 import time
 
 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+sock.settimeout(10)
 sock.connect(sys.argv[1])
 f = sock.makefile("rwb")
 

@@ -90,7 +90,7 @@ static const char *model_ini(const char *name, const char *extra)
 		 "[model]\nname = %s\nblocks = 12\nhidden = 4096\nffn = 14336\n"
 		 "heads = 32\nkv_heads = 8\nhead_dim = 128\nvocab = 32000\n%s\n"
 		 "[training]\nseq_len = 1024\nglobal_batch = 256\n"
-		 "state_bytes_per_param = 16\n", name, extra);
+		 "grad_bytes_per_param = 2\noptimizer_bytes_per_param = 12\n", name, extra);
 	return buf;
 }
 
