@@ -31,6 +31,21 @@ test_expect_success 'the example scripts use only options arachne-migrate and ar
 	cat arachne-migrate.used arachnectl.used
 '
 
+# site_plannerd: the installed plannerd with site.conf, answering ping,
+# then stopped (every wait bounded).
+site_plannerd() {
+	plannerd=$(find "$ROOT" -path "*/sbin/plannerd") || return 1
+	"$plannerd" -F -f "$PWD/site.conf" >site.log 2>&1 </dev/null &
+	pid=$!
+	ar_wait_until 100 "the installed plannerd to serve" \
+		test -S "$AR_SOCK_DIR/pd.sock" || { cat site.log; return 1; }
+	"$(find "$ROOT" -path "*/bin/arachnectl")" -s "$AR_SOCK_DIR/pd.sock" ping >ping.out
+	rc=$?
+	kill "$pid" && wait "$pid" || rc=1
+	cat site.log
+	return $rc
+}
+
 # launch TP EP ETP: arachne-launch'"'"'s Megatron arguments for a stage of
 # that layout (dry run).
 launch() {
@@ -113,7 +128,9 @@ open(\"site.conf\", \"w\").write(text)" "$ROOT" "$conf" "$AR_SOCK_DIR/pd.sock" &
 	test -d "$ROOT$(cat profiles.path)/gpus" &&
 	plannerd=$(find "$ROOT" -path "*/sbin/plannerd") &&
 	"$plannerd" -f "$PWD/site.conf" --show-config >shown.conf &&
-	grep "^profiles_dir = \"$ROOT$(cat profiles.path)\";" shown.conf
+	grep "^profiles_dir = \"$ROOT$(cat profiles.path)\";" shown.conf &&
+	site_plannerd &&
+	grep "is alive" ping.out
 '
 
 test_expect_success 'the example plugstack line names the plugin where it was installed' '
