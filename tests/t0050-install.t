@@ -95,8 +95,13 @@ test_expect_success 'every configure option says what it does' '
 	done <options
 '
 
+# Not the make that runs this test: its flags (-j, TESTS=...) are not ours.
+# The build tree itself, even when this test runs from a tree of links
+# to it (t0900).
 test_expect_success 'make install into a DESTDIR' '
-	make -s -C "$top_builddir" install DESTDIR="$ROOT" >install.log 2>&1 ||
+	builddir=$(dirname "$(readlink -f "$top_builddir/Makefile")") &&
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u MAKEOVERRIDES \
+		make -s -C "$builddir" install DESTDIR="$ROOT" >install.log 2>&1 ||
 	{ cat install.log; false; }
 '
 
