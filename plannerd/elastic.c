@@ -494,6 +494,9 @@ static int elastic_ask(const struct ctl *ctl, struct ejob *e, const char *op,
 		return EXIT_REFUSED;
 	}
 	status = ctl_request(ctl, req, &answer);
+	if (status == EXIT_DAEMON)
+		fprintf(stderr, "arachnectl: plannerd runs on the compute nodes: on a host without it, ask from a node of the job (srun --jobid=%lld --overlap -N1 -n1 arachnectl %s ...)\n",
+			e->id, op);
 	if (status) {
 		json_decref(comp);
 		json_decref(release);
