@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """gpt-plan.py - write a plan JSON for arachne-gpt's tests from a short spec.
 
-    gpt-plan.py --cluster C.json --mbs B [--batch G] [--model M] TEMPLATE...
+    gpt-plan.py --cluster C.json --mbs B [--batch G] [--model M]
+                [--set KEY=JSON ...] TEMPLATE...
 
 A TEMPLATE is  MICRO_BATCHES:REPLICA[+REPLICA...], a REPLICA is
 STAGE[/STAGE...], and a STAGE is NODE:GPU[,GPU...]:FIRST-LAST, the GPUs of
@@ -29,6 +30,8 @@ def main():
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq-len", type=int, default=64)
     ap.add_argument("--model", default="gpt-tiny")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
+                    help="a top-level key of the plan (recompute, ...)")
     ap.add_argument("templates", nargs="+")
     a = ap.parse_args()
     with open(a.cluster) as f:
@@ -54,10 +57,13 @@ def main():
             "placement": [[{"node": s["node"], "gpus": s["gpus"]}
                            for s in r] for r in rows],
         })
-    json.dump({"arachne_plan": 1, "model": a.model,
-               "global_batch": a.batch, "seq_len": a.seq_len,
-               "micro_batch": a.mbs, "templates": templates},
-              sys.stdout, indent=1)
+    plan = {"arachne_plan": 1, "model": a.model, "global_batch": a.batch,
+            "seq_len": a.seq_len, "micro_batch": a.mbs,
+            "templates": templates}
+    for kv in a.set:
+        key, value = kv.split("=", 1)
+        plan[key] = json.loads(value)
+    json.dump(plan, sys.stdout, indent=1)
     print()
 
 

@@ -51,10 +51,13 @@ site_plannerd() {
 launch() {
 	cat >plan.json <<-EOF
 	{"micro_batch": 1, "global_batch": 8, "seq_len": 128,
-	 "templates": [{"stages": [{"tp": $1}]}]}
+	 "templates": [{"replicas": 1, "micro_batches": 8,
+	   "stages": [{"tp": $1, "layers": [0, 3], "ep": $2, "etp": $3}],
+	   "placement": [[{"node": "node1", "gpus": [0]}]]}]}
 	EOF
 	env ARACHNE_ROLE=worker ARACHNE_PLAN="$PWD/plan.json" ARACHNE_TEMPLATE=0 \
 		ARACHNE_STAGE=0 ARACHNE_LAYERS=0-3 ARACHNE_RDZV_ADDR=node1:29500 \
+		ARACHNE_PIPELINE=0 \
 		ARACHNE_LOCAL_GPU=0 ARACHNE_TP_RANK=0 ARACHNE_TP_SIZE=$1 \
 		ARACHNE_PP_SIZE=1 ARACHNE_DP_RANK=0 ARACHNE_DP_SIZE=1 \
 		ARACHNE_EP=$2 ARACHNE_ETP=$3 ARACHNE_LAUNCH_DRY_RUN=1 \

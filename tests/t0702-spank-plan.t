@@ -80,7 +80,7 @@ test_expect_success PLANNERD 'the members of a pipeline share one rendezvous add
 	test "$(wc -l <rdzv.out)" = "$(grep ARACHNE_DP_SIZE= tasks.out | sed "s/.*ARACHNE_DP_SIZE=\([0-9]*\).*/\1/" | sort -u)"
 '
 
-test_expect_success PLANNERD 'arachne-launch gives every pipeline ranks 0..N-1 and Megatron arguments' '
+test_expect_success PLANNERD 'arachne-launch gives the job one Megatron-LM world of ranks 0..N-1 and its arguments' '
 	cat launch.out &&
 	test "$(grep -c " train.py --lr 1e-4 --tensor-model-parallel-size [0-9]* --pipeline-model-parallel-size [0-9]* --micro-batch-size [0-9]* --global-batch-size 16 --seq-length 1024 " launch.out)" = 4 &&
 	test "$(grep -c -e " --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather$" launch.out)" = 4 &&
@@ -88,6 +88,7 @@ test_expect_success PLANNERD 'arachne-launch gives every pipeline ranks 0..N-1 a
 		launch.out | sort -n >ranks.out &&
 	cat ranks.out &&
 	test "$(wc -l <ranks.out)" = 4 &&
+	test "$(cut -d" " -f1 ranks.out | sort -u | wc -l)" = 1 &&
 	awk "{ n[\$1]++; if (\$2 >= \$3) bad = 1; seen[\$1 \" \" \$2]++ }
 	     END { for (k in seen) if (seen[k] > 1) bad = 1; exit bad }" ranks.out
 '
