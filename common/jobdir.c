@@ -249,9 +249,6 @@ json_t *ar_jobdir_replan_request(const char *dir, const json_t *state,
 		json_object_set(req, "model", json_object_get(state, "model"));
 	if (req && json_object_get(state, "user"))
 		json_object_set(req, "user", json_object_get(state, "user"));
-	if (req && json_is_integer(json_object_get(req, "job")))
-		json_object_set_new(req, "job", json_sprintf("%lld",
-			(long long)json_integer_value(json_object_get(req, "job"))));
 	return req;
 }
 

@@ -803,8 +803,8 @@ static int template_fill(const struct costmodel *cm,
 		double lo = 0, top = hi;
 
 		if (!split_fits(cm, sr, d, &all, NULL)) {
-			return ar_seterr(-AR_EINFEASIBLE, "the layers do not fit the memory of %d stages",
-					 d);
+			return ar_seterr(-AR_EINFEASIBLE, "the layers do not fit the memory of %d stage%s",
+					 d, d == 1 ? "" : "s");
 		}
 		split_bisect(cm, sr, d, DBL_MAX, SPLIT_PRECISION, &lo, &top, last);
 		split_balance_sync(cm, sr, d, hi, ctx, last);

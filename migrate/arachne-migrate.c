@@ -203,15 +203,26 @@ static int load_plan(const struct costmodel *cm,
 	return 0;
 }
 
-/* The migration from the two plans, through the cost model. */
+/*
+ * The migration from the two plans, through the cost model, loaded with
+ * the new plan's global batch and sequence length (a plan is priced, and
+ * checked, at the ones it was made for).
+ */
 static int compute_migration(const struct args *a, struct migrate **mp)
 {
 	struct costmodel_opts copts = { .profiles_dir = a->profiles };
 	struct costmodel *cm = NULL;
 	struct costmodel_cluster *cl = NULL;
 	struct costmodel_plan *old_plan = NULL, *new_plan = NULL;
+	json_t *to = ar_json_load_file(a->to);
 	int rc;
 
+	if (!to)
+		return -AR_EINVAL;
+	copts.global_batch = (int)json_integer_value(json_object_get(to,
+							"global_batch"));
+	copts.seq_len = (int)json_integer_value(json_object_get(to, "seq_len"));
+	json_decref(to);
 	rc = costmodel_load(a->model, &copts, &cm);
 	if (!rc)
 		rc = costmodel_cluster_load(cm, a->cluster, &cl);

@@ -19,10 +19,7 @@
 #include <unistd.h>
 
 #include "ar.h"
-
-#define EXIT_REFUSED	1
-#define EXIT_USAGE	2
-#define EXIT_DAEMON	3
+#include "ctl.h"
 
 static const char usage[] =
 	"Usage: arachnectl [OPTION]... COMMAND [ARG]...\n"
@@ -40,27 +37,27 @@ static const char usage[] =
 	"  forget JOB                 drop the stored plan of JOB\n"
 	"  raw                        send request lines from stdin, print answers\n"
 	"\n"
+	"Elastic jobs (JOB defaults to $SLURM_JOB_ID; see arachnectl(1)):\n"
+	"  list                       jobs with a plan directory you may read\n"
+	"  shrink JOB --nodes N | --release NODES [--grace-s S]\n"
+	"                             plan JOB on fewer of its nodes; pending until\n"
+	"                             the job moved its state and committed\n"
+	"  leave JOB [--grace-s S]    plan the job JOB joined without JOB\n"
+	"  pending [JOB]              print \"GEN OP SECONDS MIGRATION\" of the change\n"
+	"                             that waits for JOB's part; exit 1 if none\n"
+	"  commit [JOB]               the migration ran: release the GPUs that go\n"
+	"  abort [JOB] [--reason T]   it did not: back to the plan the state is in\n"
+	"\n"
 	"Options:\n"
-	"  -s, --socket=PATH          plannerd's socket (default $ARACHNE_SOCKET or\n"
+	"  -s, --socket=PATH          plannerd's socket (default $ARACHNE_SOCKET,\n"
+	"                             arachne.so's socket= in plugstack.conf, or\n"
 	"                             " AR_PLANNERD_SOCKET ")\n"
+	"      --plan-dir=DIR         arachne.so's plan_dir (default $ARACHNE_PLAN_ROOT,\n"
+	"                             plugstack.conf's, or " AR_SPANK_PLAN_DIR ")\n"
 	"  -j, --json                 print the daemon's answer as JSON\n"
 	"  -t, --timeout=S            give up after S seconds (default 600)\n"
 	"  -h, --help, -V, --version\n";
 
-struct ctl {
-	const char *socket;
-	bool json;
-	double timeout_s;
-	/* plan and replan */
-	const char *model;
-	const char *cluster;
-	const char *user;
-	const char *planner;
-	long global_batch;
-	long seq_len;
-	double budget_s;
-	double horizon_s;
-};
 
 static int ctl_connect(const struct ctl *ctl)
 {
@@ -152,14 +149,18 @@ fail:
 	return NULL;
 }
 
-/* Send @request, print the answer; returns the exit status. */
-static int ctl_call(const struct ctl *ctl, json_t *request,
-		    void (*print)(const json_t *answer))
+/*
+ * Send @request (taking it) and read the answer; returns the exit status.
+ * On success (0) *@answerp holds the "ok":true answer; a refusal (1) has
+ * been printed.
+ */
+int ctl_request(const struct ctl *ctl, json_t *request, json_t **answerp)
 {
 	char *line = json_dumps(request, JSON_COMPACT), *answer_text = NULL;
 	json_t *answer = NULL, *err;
 	int fd, rc, status = EXIT_DAEMON;
 
+	*answerp = NULL;
 	json_decref(request);
 	if (!line)
 		return EXIT_USAGE;
@@ -188,8 +189,8 @@ static int ctl_call(const struct ctl *ctl, json_t *request,
 	if (ctl->json)
 		printf("%s\n", answer_text);
 	if (json_is_true(json_object_get(answer, "ok"))) {
-		if (!ctl->json)
-			print(answer);
+		*answerp = answer;
+		answer = NULL;
 		status = 0;
 	} else {
 		err = json_object_get(answer, "error");
@@ -205,6 +206,19 @@ out:
 	json_decref(answer);
 	free(answer_text);
 	free(line);
+	return status;
+}
+
+/* Send @request, print the answer; returns the exit status. */
+static int ctl_call(const struct ctl *ctl, json_t *request,
+		    void (*print)(const json_t *answer))
+{
+	json_t *answer = NULL;
+	int status = ctl_request(ctl, request, &answer);
+
+	if (status == 0 && !ctl->json)
+		print(answer);
+	json_decref(answer);
 	return status;
 }
 
@@ -402,7 +416,8 @@ static double ctl_number(const char *opt, const char *arg)
 
 enum {
 	OPT_MODEL = 256, OPT_CLUSTER, OPT_USER, OPT_PLANNER, OPT_BATCH,
-	OPT_SEQ, OPT_BUDGET, OPT_HORIZON,
+	OPT_SEQ, OPT_BUDGET, OPT_HORIZON, OPT_PLAN_DIR, OPT_NODES, OPT_RELEASE,
+	OPT_GRACE, OPT_REASON, OPT_ALL,
 };
 
 static const struct option long_opts[] = {
@@ -417,6 +432,12 @@ static const struct option long_opts[] = {
 	{ "seq-len", required_argument, NULL, OPT_SEQ },
 	{ "budget-s", required_argument, NULL, OPT_BUDGET },
 	{ "horizon-s", required_argument, NULL, OPT_HORIZON },
+	{ "plan-dir", required_argument, NULL, OPT_PLAN_DIR },
+	{ "nodes", required_argument, NULL, OPT_NODES },
+	{ "release", required_argument, NULL, OPT_RELEASE },
+	{ "grace-s", required_argument, NULL, OPT_GRACE },
+	{ "reason", required_argument, NULL, OPT_REASON },
+	{ "all", no_argument, NULL, OPT_ALL },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -429,8 +450,8 @@ int main(int argc, char **argv)
 	int c;
 
 	ctl.socket = getenv("ARACHNE_SOCKET");
-	if (!ctl.socket || !*ctl.socket)
-		ctl.socket = AR_PLANNERD_SOCKET;
+	if (ctl.socket && !*ctl.socket)
+		ctl.socket = NULL;
 	/* GNU getopt permutes: options may come before or after COMMAND. */
 	while ((c = getopt_long(argc, argv, "s:jt:hV", long_opts, NULL)) != -1) {
 		switch (c) {
@@ -468,6 +489,24 @@ int main(int argc, char **argv)
 		case OPT_HORIZON:
 			ctl.horizon_s = ctl_number("--horizon-s", optarg);
 			break;
+		case OPT_PLAN_DIR:
+			ctl.plan_dir = optarg;
+			break;
+		case OPT_NODES:
+			ctl.nodes = (long)ctl_number("--nodes", optarg);
+			break;
+		case OPT_RELEASE:
+			ctl.release = optarg;
+			break;
+		case OPT_GRACE:
+			ctl.grace_s = ctl_number("--grace-s", optarg);
+			break;
+		case OPT_REASON:
+			ctl.reason = optarg;
+			break;
+		case OPT_ALL:
+			ctl.all = true;
+			break;
 		case 'h':
 			fputs(usage, stdout);
 			return 0;
@@ -490,6 +529,13 @@ int main(int argc, char **argv)
 			argv[optind]);
 		return EXIT_USAGE;
 	}
+	/* The site's plugstack.conf says where plannerd and the plans are. */
+	if (!ctl.socket || !ctl.plan_dir)
+		elastic_site_defaults(&ctl);
+	if (!ctl.socket)
+		ctl.socket = AR_PLANNERD_SOCKET;
+	if (elastic_is_command(cmd))
+		return elastic_main(&ctl, cmd, job);
 
 	if (!strcmp(cmd, "ping") || !strcmp(cmd, "status")) {
 		return ctl_call(&ctl, json_pack("{s:s}", "op", cmd),

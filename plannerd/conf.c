@@ -672,6 +672,9 @@ int conf_check_site(const struct conf *conf)
 		for (size_t i = 0; i < counts[m]; i++) {
 			const char *gpu = maps[m][i].gpu;
 
+			/* A node_map rule may give only the network. */
+			if (!gpu)
+				continue;
 			snprintf(path, sizeof(path), "%s/gpus/%s.ini",
 				 conf->profiles_dir, gpu);
 			if (strchr(gpu, '/') || stat(path, &st) < 0 ||

@@ -40,6 +40,11 @@ static void usage(FILE *f)
 	fprintf(f, "\n"
 "                          (default: arachne, the learned planner)\n"
 "  -e, --evaluate FILE     price this plan instead of planning\n"
+"      --framework NAME    megatron: only plans stock Megatron-LM runs (one\n"
+"                          template of one TP degree, its layer splits), and\n"
+"                          the throughput that costs against the planner's\n"
+"                          unrestricted plan; with --evaluate, whether it\n"
+"                          runs the plan (exit 1 naming what it cannot)\n"
 "  -b, --global-batch N    samples per iteration (default: the model's)\n"
 "  -s, --seq-len N         sequence length (default: the model's; with\n"
 "                          --evaluate, the plan's)\n"
@@ -152,6 +157,38 @@ static void print_text(const struct costmodel *cm,
 	       plan->predicted.usd_per_sample * 1000);
 }
 
+static const char *framework_title(enum policy_framework fw)
+{
+	return fw == POLICY_FRAMEWORK_MEGATRON ? "Megatron-LM" :
+	       policy_framework_name(fw);
+}
+
+/*
+ * With --framework: that the framework runs the plan, and when planning,
+ * what the restriction costs against the unrestricted plan.
+ */
+static void print_framework(FILE *f, const struct policy_request *req,
+			    const struct costmodel_plan *plan,
+			    const struct costmodel_plan *unrestricted,
+			    bool evaluated)
+{
+	double a = plan->predicted.samples_per_s, u;
+
+	if (req->framework == POLICY_FRAMEWORK_ANY)
+		return;
+	if (evaluated || !unrestricted) {
+		fprintf(f, "framework %s: stock %s runs this plan\n",
+			policy_framework_name(req->framework),
+			framework_title(req->framework));
+		return;
+	}
+	u = unrestricted->predicted.samples_per_s;
+	fprintf(f, "framework %s: %.1f samples/s, the best plan stock %s runs; the unrestricted plan (%s) %.1f samples/s: %.1f %% given up\n",
+		policy_framework_name(req->framework), a,
+		framework_title(req->framework), unrestricted->planner, u,
+		u > 0 ? 100.0 * (u - a) / u : 0.0);
+}
+
 /* Map a library error to the exit status of ARCHITECTURE.md. */
 static int exit_for(int rc)
 {
@@ -184,6 +221,7 @@ int main(int argc, char **argv)
 		{ "steering", required_argument, NULL, 'G' },
 		{ "objective", required_argument, NULL, 'O' },
 		{ "min-samples-per-s", required_argument, NULL, 'R' },
+		{ "framework", required_argument, NULL, 'F' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
@@ -194,7 +232,7 @@ int main(int argc, char **argv)
 	struct policy_request req = { .planner = "arachne", .seed = 1 };
 	struct costmodel *cm = NULL;
 	struct costmodel_cluster *cl = NULL;
-	struct costmodel_plan *plan = NULL;
+	struct costmodel_plan *plan = NULL, *unrestricted = NULL;
 	bool json = false;
 	json_t *out = NULL;
 	int c, rc, status = EXIT_BADINPUT;
@@ -291,6 +329,15 @@ int main(int argc, char **argv)
 			}
 			break;
 		}
+		case 'F':
+			rc = policy_framework_find(optarg);
+			if (rc <= POLICY_FRAMEWORK_ANY) {
+				fprintf(stderr, "%s: --framework: \"%s\" is not megatron\n",
+					prog, optarg);
+				return EXIT_BADINPUT;
+			}
+			req.framework = rc;
+			break;
 		case 'f':
 			if (strcmp(optarg, "json") == 0) {
 				json = true;
@@ -364,6 +411,14 @@ int main(int argc, char **argv)
 			status = exit_for(rc);
 			goto out;
 		}
+		rc = policy_framework_check(cm, plan, req.framework);
+		if (rc < 0) {
+			fprintf(stderr, "%s: %s: stock %s cannot run this plan: %s\n",
+				prog, evaluate, framework_title(req.framework),
+				ar_errmsg());
+			status = exit_for(rc);
+			goto out;
+		}
 	} else {
 		req.cm = cm;
 		req.cl = cl;
@@ -374,6 +429,18 @@ int main(int argc, char **argv)
 				ar_strerror(rc));
 			status = exit_for(rc);
 			goto out;
+		}
+		if (req.framework != POLICY_FRAMEWORK_ANY) {
+			struct policy_request any = req;
+
+			any.framework = POLICY_FRAMEWORK_ANY;
+			rc = policy_plan(&any, &unrestricted);
+			if (rc < 0) {
+				fprintf(stderr, "%s: no unrestricted plan for %s on %s: %s\n",
+					prog, model, cl->name, ar_errmsg());
+				status = exit_for(rc);
+				goto out;
+			}
 		}
 	}
 
@@ -399,10 +466,13 @@ int main(int argc, char **argv)
 	} else {
 		print_text(cm, cl, plan, evaluate != NULL);
 	}
+	print_framework(json ? stderr : stdout, &req, plan, unrestricted,
+			evaluate != NULL);
 	status = 0;
 out:
 	json_decref(evaluated);
 	json_decref(out);
+	costmodel_plan_free(unrestricted);
 	costmodel_plan_free(plan);
 	costmodel_cluster_free(cl);
 	costmodel_destroy(cm);

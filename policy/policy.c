@@ -113,6 +113,21 @@ int policy_plan(const struct policy_request *req, struct costmodel_plan **planp)
 	if (req->min_samples_per_s < 0 || !isfinite(req->min_samples_per_s))
 		return ar_seterr(-AR_EINVAL, "minimum throughput %g is not a number of samples/s",
 				 req->min_samples_per_s);
+	if (req->framework != POLICY_FRAMEWORK_ANY) {
+		if (!policy_framework_name(req->framework))
+			return ar_seterr(-AR_EINVAL, "unknown framework %d",
+					 req->framework);
+		rc = planner_megatron(req, &plan);
+		if (rc < 0)
+			return rc;
+		snprintf(plan->planner, sizeof(plan->planner), "%s",
+			 policy_framework_name(req->framework));
+		snprintf(plan->objective, sizeof(plan->objective), "%s",
+			 policy_objective_name(req->objective));
+		plan->planning_s = ar_now() - start;
+		*planp = plan;
+		return 0;
+	}
 	for (size_t i = 0; i < NPLANNERS; i++) {
 		if (strcmp(planners[i].name, name) != 0)
 			continue;

@@ -39,6 +39,18 @@ enum policy_objective {
 	POLICY_NUM_OBJECTIVES
 };
 
+/*
+ * Which plans a planning call may return: any plan, or only plans a stock
+ * framework release runs (framework.c, docs/planners.md).
+ */
+enum policy_framework {
+	POLICY_FRAMEWORK_ANY,
+	/* stock Megatron-LM, core_v0.12.0 and later: one template, one TP
+	 * degree, a split of the first and last stage and even ones between */
+	POLICY_FRAMEWORK_MEGATRON,
+	POLICY_NUM_FRAMEWORKS
+};
+
 /* What one planning call is asked to do. */
 struct policy_request {
 	const struct costmodel *cm;		/* borrowed */
@@ -69,6 +81,12 @@ struct policy_request {
 	enum policy_steering steering;		/* zero: published */
 	enum policy_objective objective;	/* zero: throughput */
 	double min_samples_per_s;		/* cost objective's floor; 0: none */
+	/*
+	 * Not ANY: the best plan the framework runs, by a search of its own
+	 * (one template of one TP degree, the framework's layer splits),
+	 * whatever @planner names.
+	 */
+	enum policy_framework framework;
 };
 
 /*
@@ -84,6 +102,32 @@ int policy_plan(const struct policy_request *req, struct costmodel_plan **planp)
 
 /* NULL-terminated list of planner names, for --help and errors. */
 const char *const *policy_planner_names(void);
+
+/*
+ * policy_framework_check() - 0 when stock @fw runs @plan; -AR_EINFEASIBLE
+ * naming the property that stops it otherwise ("several templates",
+ * "per-stage TP", "a layer split it cannot express", ...).
+ */
+int policy_framework_check(const struct costmodel *cm,
+			   const struct costmodel_plan *plan,
+			   enum policy_framework fw);
+
+/* How Megatron-LM's arguments express a template's layer split. */
+struct policy_megatron_split {
+	int first;		/* --decoder-first-pipeline-num-layers; 0: not given */
+	int last;		/* --decoder-last-pipeline-num-layers; 0: not given */
+	bool account_embedding;	/* --account-for-embedding-in-pipeline-split */
+	bool account_loss;	/* --account-for-loss-in-pipeline-split */
+};
+
+/* The flags for @t's split; -AR_EINFEASIBLE when none express it. */
+int policy_megatron_split(const struct costmodel *cm,
+			  const struct costmodel_template *t,
+			  struct policy_megatron_split *split);
+
+/* "any", "megatron"; the framework called @name or -1. */
+const char *policy_framework_name(enum policy_framework fw);
+int policy_framework_find(const char *name);
 
 /* "published", "shared"; "throughput", "cost"; NULL out of range. */
 const char *policy_steering_name(enum policy_steering steering);

@@ -45,6 +45,10 @@ int planner_metis(const struct policy_request *req,
 int planner_sailor(const struct policy_request *req,
 		   struct costmodel_plan **planp);
 
+/* The best plan stock Megatron-LM runs (framework.c). */
+int planner_megatron(const struct policy_request *req,
+		     struct costmodel_plan **planp);
+
 /* A planning call's budget when the request gives none: the paper's. */
 #define PLANNER_DEFAULT_BUDGET_S	600.0
 

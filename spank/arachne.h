@@ -7,9 +7,9 @@
  * spank_kv.c parses key=value lists by a table, spank_opt.c the user's
  * --arachne option, spank_conf.c the plugstack.conf arguments,
  * spank_client.c talks to plannerd, spank_job.c reads an allocation from
- * slurmctld, spank_gres.c its GRES strings and composition,
- * spank_state.c keeps a job's plan generations on disk and spank_role.c
- * turns a plan into one task's role.
+ * slurmctld, spank_gres.c its GRES strings and composition, and
+ * spank_role.c turns a plan into one task's role.  A job's plan
+ * generations on disk are common/jobdir.c's, which arachnectl shares.
  */
 #ifndef AR_SPANK_ARACHNE_H
 #define AR_SPANK_ARACHNE_H
@@ -62,6 +62,10 @@ enum arachne_mode {
 
 extern const char *const arachne_mode_names[];
 extern const char *const arachne_planner_names[];
+extern const char *const arachne_signal_names[];
+
+/* SIGUSR1 for "USR1", ...; 0 for "none" or NULL. */
+int arachne_signal_number(const char *name);
 
 /* What the user asked for with --arachne=... or ARACHNE_* variables. */
 struct arachne_opts {
@@ -73,6 +77,7 @@ struct arachne_opts {
 	unsigned long mode;		/* enum arachne_mode */
 	char output[KV_VALUE_MAX];	/* per-job plan directory */
 	unsigned long join;		/* job id to join, 0: none */
+	unsigned long signal;		/* in arachne_signal_names: told of changes */
 	bool model_set;
 	bool global_batch_set;
 	bool seq_len_set;
@@ -80,6 +85,7 @@ struct arachne_opts {
 	bool mode_set;
 	bool output_set;
 	bool join_set;
+	bool signal_set;
 };
 
 /*
@@ -121,6 +127,10 @@ struct arachne_conf {
  */
 int conf_parse(struct arachne_conf *c, int ac, char **av);
 
+/* conf_socket_expand() - @pattern with each %n replaced by @node. */
+void conf_socket_expand(const char *pattern, const char *node, char *buf,
+			size_t len);
+
 /* ------------------------------------------------------------ globals */
 
 extern struct arachne_opts arachne_opts;	/* spank_opt.c */
@@ -138,6 +148,10 @@ int remote_init_post_opt(spank_t sp);
 int remote_user_init(spank_t sp);
 int remote_task_init(spank_t sp);
 int remote_exit(spank_t sp);
+int remote_job_prolog(spank_t sp);
+int remote_job_epilog(spank_t sp);
+/* plannerd's socket for this node (plugstack's socket=, %n expanded). */
+void remote_socket_path(spank_t sp, char *buf, size_t len);
 
 /* ------------------------------------------------------------ plannerd */
 
@@ -164,6 +178,7 @@ struct job_node {
 struct job_alloc {
 	uint32_t job_id;	/* the job (HetJob leader) */
 	uint32_t user_id;
+	long long submit_time;	/* tells a reused job id from the job */
 	bool running;		/* every component is RUNNING */
 	struct job_node *nodes;
 	size_t nnodes;
@@ -216,26 +231,5 @@ struct task_role {
 int role_find(const json_t *plan, const char *node, unsigned gpu,
 	      struct task_role *r);
 
-/* role_summary() - "2 templates, 4 pipelines, 12 GPUs, 3.1 it/s" in @buf. */
-void role_summary(const json_t *plan, char *buf, size_t len);
-
-/* ------------------------------------------------------------ job state */
-
-/*
- * The per-job directory (see spank_state.c): state.json names the current
- * generation, plan.G.json and migration.G.json hold each plan and the
- * migration into it; a "lock" file serialises updates.  state_lock()
- * returns a descriptor for state_unlock() or -errno/-AR_ETIMEOUT;
- * state_load() leaves NULL in *@statep when the job has no state yet;
- * state_store() writes @plan (and @migration) as the next generation and
- * then @state naming it.
- */
-int state_lock(const char *dir, unsigned long timeout_ms);
-void state_unlock(int fd);
-int state_load(const char *dir, json_t **statep);
-int state_store(const char *dir, json_t *state, const json_t *plan,
-		const json_t *migration, unsigned *generationp);
-int state_plan_path(const char *dir, unsigned g, char *buf, size_t len);
-int state_migration_path(const char *dir, unsigned g, char *buf, size_t len);
 
 #endif /* AR_SPANK_ARACHNE_H */

@@ -63,7 +63,7 @@ static bool alloc_uid_is_admin(uint32_t uid)
 int alloc_join_check(uint32_t target, uint32_t uid, char *why, size_t len)
 {
 	job_info_msg_t *jm = NULL;
-	uint32_t owner;
+	uint32_t owner, state;
 	struct passwd *pw;
 
 	if (slurm_load_job(&jm, target, 0) != 0 || !jm || !jm->record_count) {
@@ -74,7 +74,14 @@ int alloc_join_check(uint32_t target, uint32_t uid, char *why, size_t len)
 		return -1;
 	}
 	owner = jm->job_array[0].user_id;
+	state = jm->job_array[0].job_state;
 	slurm_free_job_info_msg(jm);
+	if ((state & JOB_STATE_BASE) > JOB_SUSPENDED ||
+	    (state & JOB_COMPLETING)) {
+		snprintf(why, len, "join=%u: job %u has ended; there is nothing to join",
+			 target, target);
+		return -1;
+	}
 	if (owner == uid || alloc_uid_is_admin(uid))
 		return 0;
 	pw = getpwuid(owner);

@@ -4,6 +4,9 @@
  *   optional arachne.so socket=/run/arachne/plannerd.sock timeout_ms=2000 \
  *            mode=advise model=llama3-8b plan_dir=/shared/arachne
  *
+ * socket may hold %n, the node's Slurm name, for sites (and tests) that
+ * run several plannerd on one host.
+ *
  * One table says every key, its type and bounds; an unknown key or a bad
  * value fails the plugin's init (an admin typo must not go unnoticed), and
  * plugstack.conf's optional/required then decides what Slurm does.
@@ -45,4 +48,24 @@ int conf_parse(struct arachne_conf *c, int ac, char **av)
 			return -1;
 	return 0;
 }
+void conf_socket_expand(const char *pattern, const char *node, char *buf,
+			size_t len)
+{
+	size_t used = 0;
+
+	for (const char *p = pattern; *p && used + 1 < len; p++) {
+		if (p[0] == '%' && p[1] == 'n') {
+			used += (size_t)snprintf(buf + used, len - used, "%s",
+						 node);
+			p++;
+		} else if (p[0] == '%' && p[1] == '%') {
+			buf[used++] = '%';
+			p++;
+		} else {
+			buf[used++] = *p;
+		}
+	}
+	buf[used < len ? used : len - 1] = '\0';
+}
+
 struct arachne_conf arachne_conf;

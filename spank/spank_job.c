@@ -136,6 +136,7 @@ int job_alloc_load(uint32_t job_id, struct job_alloc *a, char *why,
 	}
 	a->job_id = leader && leader != NO_VAL ? leader : job_id;
 	a->user_id = jm->job_array[0].user_id;
+	a->submit_time = (long long)jm->job_array[0].submit_time;
 	a->running = true;
 	for (uint32_t i = 0; i < jm->record_count; i++) {
 		slurm_job_info_t *j = &jm->job_array[i];
@@ -148,8 +149,7 @@ int job_alloc_load(uint32_t job_id, struct job_alloc *a, char *why,
 			goto out;
 	}
 	if (a->running && !a->nnodes) {
-		snprintf(why, whylen, "job %u holds no GPUs (ask for them with --gres=gpu:TYPE:N)",
-			 a->job_id);
+		snprintf(why, whylen, "no GPUs allocated (ask for them with --gres=gpu:TYPE:N)");
 		goto out;
 	}
 	if (slurm_load_node(0, &nm, SHOW_ALL) != 0)

@@ -9,6 +9,7 @@
  */
 #include "config.h"
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,20 @@
 #include "arachne.h"
 
 const char *const arachne_mode_names[] = { "advise", "enforce", NULL };
+
+/* Signals a batch script may ask for when its job is reconfigured. */
+const char *const arachne_signal_names[] = { "none", "USR1", "USR2", NULL };
+
+int arachne_signal_number(const char *name)
+{
+	if (!name)
+		return 0;
+	if (!strcmp(name, "USR1"))
+		return SIGUSR1;
+	if (!strcmp(name, "USR2"))
+		return SIGUSR2;
+	return 0;
+}
 
 /* The planners plannerd knows (arachne-plan --planner). */
 const char *const arachne_planner_names[] = {
@@ -39,6 +54,7 @@ static const struct kv_spec opt_spec[] = {
 	OPT("mode", KV_ENUM, mode, .names = arachne_mode_names),
 	OPT("output", KV_PATH, output),
 	OPT("join", KV_UINT, join, .min = 1, .max = 0xfffffffdUL),
+	OPT("signal", KV_ENUM, signal, .names = arachne_signal_names),
 	{ .key = NULL },
 };
 
@@ -46,6 +62,7 @@ static const struct kv_spec opt_spec[] = {
 static const char *const opt_env[] = {
 	"ARACHNE_MODEL", "ARACHNE_GLOBAL_BATCH", "ARACHNE_SEQ_LEN",
 	"ARACHNE_PLANNER", "ARACHNE_MODE", "ARACHNE_OUTPUT", "ARACHNE_JOIN",
+	"ARACHNE_SIGNAL",
 };
 
 static bool opt_is_set(const struct arachne_opts *o, const struct kv_spec *s)
@@ -136,7 +153,7 @@ static int opts_option_cb(int val, const char *optarg, int remote)
 static struct spank_option opts_option = {
 	.name = "arachne",
 	.arginfo = "[key=value,...]",
-	.usage = "Plan the job's GPUs with Arachne. Keys: model=NAME, global_batch=N, seq_len=N, planner=NAME, mode=advise|enforce, output=DIR, join=JOBID (see arachne(8))",
+	.usage = "Plan the job's GPUs with Arachne. Keys: model=NAME, global_batch=N, seq_len=N, planner=NAME, mode=advise|enforce, output=DIR, join=JOBID, signal=USR1|USR2 (see arachne(8))",
 	.has_arg = 2,
 	.val = 0,
 	.cb = opts_option_cb,

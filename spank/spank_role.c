@@ -122,29 +122,3 @@ int role_find(const json_t *plan, const char *node, unsigned gpu,
 	}
 	return 0;
 }
-
-void role_summary(const json_t *plan, char *buf, size_t len)
-{
-	const json_t *templates = json_object_get(plan, "templates");
-	const json_t *pred = json_object_get(plan, "predicted");
-	unsigned gpus = 0;
-	const json_t *t;
-	size_t ti;
-
-	json_array_foreach(templates, ti, t) {
-		const json_t *row, *e;
-		size_t i, k;
-
-		json_array_foreach(json_object_get(t, "placement"), i, row)
-			json_array_foreach(row, k, e)
-				gpus += (unsigned)json_array_size(
-					json_object_get(e, "gpus"));
-	}
-	snprintf(buf, len, "model=%s templates=%zu pipelines=%u gpus=%u micro_batch=%u iters_per_s=%.4g samples_per_s=%.4g",
-		 json_string_value(json_object_get(plan, "model")) ?
-		 json_string_value(json_object_get(plan, "model")) : "?",
-		 json_array_size(templates), role_replicas_total(templates),
-		 gpus, role_uint(plan, "micro_batch", 0),
-		 json_number_value(json_object_get(pred, "iters_per_s")),
-		 json_number_value(json_object_get(pred, "samples_per_s")));
-}

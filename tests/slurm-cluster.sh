@@ -1,10 +1,13 @@
 #!/bin/bash
 # slurm-cluster.sh - a throw-away Slurm cluster on this host for the
-# end-to-end tests of arachne.so: munged, slurmctld and three slurmd
-# (Debian's slurmd runs several nodes on one host with `slurmd -N`), each
-# node with typed fake GPUs whose device files are links to /dev/null:
+# end-to-end tests of arachne.so: munged, slurmctld and one slurmd per
+# node (Debian's slurmd runs several nodes on one host with `slurmd -N`),
+# each node with typed fake GPUs whose device files are links to
+# /dev/null.  By default
 #
 #   node1 gpu:a100:4    node2 gpu:h100:4    node3 gpu:a6000:1
+#
+# and SLURM_CLUSTER_NODES="node1:h100:2 node2:a100:2 ..." gives others.
 #
 #   slurm-cluster.sh start DIR PORT [PLUGSTACK-LINE]
 #   slurm-cluster.sh stop DIR
@@ -19,9 +22,17 @@ set -u
 
 MODE=${1:-}
 DIR=${2:-}
-NODES=(node1 node2 node3)
-GPUTYPE=(a100 h100 a6000)
-GPUCNT=(4 4 1)
+NODES=() GPUTYPE=() GPUCNT=()
+# stop stops what start started, whatever the environment says now.
+if [ "$MODE" = stop ] && [ -s "$DIR/nodes" ]; then
+	SLURM_CLUSTER_NODES=$(cat "$DIR/nodes")
+fi
+for spec in ${SLURM_CLUSTER_NODES:-node1:a100:4 node2:h100:4 node3:a6000:1}; do
+	IFS=: read -r n t c <<-SPEC
+	$spec
+	SPEC
+	NODES+=("$n") GPUTYPE+=("$t") GPUCNT+=("$c")
+done
 
 log() { printf 'slurm-cluster: %s\n' "$*" >&2; }
 die() { log "$*"; exit "${EXIT:-1}"; }
@@ -137,6 +148,9 @@ CONF
 		echo "NodeName=$n Name=gpu Type=${GPUTYPE[$i]} File=$DIR/dev/$n/nvidia[0-$last]"
 	done >> "$DIR/etc/gres.conf"
 	printf '%s\n' "$plugstack" > "$DIR/etc/plugstack.conf"
+	for i in "${!NODES[@]}"; do
+		printf '%s:%s:%s ' "${NODES[$i]}" "${GPUTYPE[$i]}" "${GPUCNT[$i]}"
+	done > "$DIR/nodes"
 	echo "export SLURM_CONF=$DIR/etc/slurm.conf" > "$DIR/env.sh"
 	chmod 644 "$DIR"/etc/* "$DIR/env.sh"
 	export SLURM_CONF="$DIR/etc/slurm.conf"

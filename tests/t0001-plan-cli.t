@@ -155,6 +155,13 @@ test_expect_success 'a model that fits nowhere: exit 1 and the reason' '
 	grep "no plan for qwen3-32b on cluster: .*memory" err
 '
 
+test_expect_success 'one GPU that a model does not fit: "1 stage", in the singular' '
+	echo "{\"nodes\":[{\"gpu\":\"a6000\",\"gpus_per_node\":1,\"count\":1}]}" >one.json &&
+	test_expect_code 1 "$ARACHNE_PLAN" --model qwen3-32b --cluster one.json 2>err &&
+	cat err &&
+	grep "even 1 stage of a6000 at TP 1 does not: the layers do not fit the memory of 1 stage$" err
+'
+
 test_expect_success 'a plan using a GPU twice is refused by --evaluate' '
 	python3 -c "import json; p=json.load(open(\"plan.json\")); pl=p[\"templates\"][0][\"placement\"]; assert len(pl) > 1; pl[0][0]=dict(pl[1][0]); json.dump(p, open(\"twice.json\",\"w\"))" &&
 	test_expect_code 2 "$ARACHNE_PLAN" --evaluate twice.json --model llama3-8b \

@@ -48,6 +48,52 @@ test_expect_success NOGPU 'no GPU: every rank stops with the reason, files untou
 	test -z "$(ls -A nogpu.d | grep migrating)"
 '
 
+# Ranks started apart (--rendezvous) bootstrap NCCL over the rendezvous;
+# without a device each says so and nothing moves.
+RDZV=$(mktemp -d /tmp/ar-nccl.XXXXXX) || exit 1
+ar_at_exit 'rm -rf "$RDZV"'
+
+# apart NAME NP [ARGS...]: NP processes, one per rank, each on its own.
+apart() {
+	name=$1 np=$2 pids=
+	shift 2
+	r=0
+	while test $r -lt "$np"; do
+		"$MIGRATE" --migration "$name.json" --state-dir "$name.d" \
+			--rendezvous "$RDZV" --rank $r --wait-s 30 --transport nccl \
+			"$@" >"$name.out.$r" 2>"$name.err.$r" &
+		pids="$pids $!"
+		r=$((r + 1))
+	done
+	failed=0
+	for p in $pids; do
+		wait "$p" || failed=1
+	done
+	return $failed
+}
+
+test_expect_success NOGPU 'no GPU, ranks started apart: each stops with the reason, files untouched' '
+	np=$("$FIXTURE" migration pair apart.json 1) &&
+	mkdir apart.d && "$FIXTURE" init apart.json apart.d &&
+	(cd apart.d && md5sum rank-* >../apart.md5) &&
+	! apart apart "$np" --timeout-s 20 &&
+	test "$(cat apart.err.* | grep -c "no CUDA device.*nothing was moved")" -eq "$np" &&
+	(cd apart.d && md5sum -c ../apart.md5)
+'
+
+test_expect_success GPUS 'nccl over a rendezvous: ranks started apart migrate tp2to4' '
+	np=$("$FIXTURE" migration tp2to4 rdzv.json 100) &&
+	if test $np -le $ngpus; then
+		mkdir rdzv.d && "$FIXTURE" init rdzv.json rdzv.d &&
+		apart rdzv "$np" &&
+		grep "over nccl" rdzv.out.0 &&
+		"$FIXTURE" verify rdzv.json rdzv.d >rdzv.verify &&
+		! grep -v " ok$" rdzv.verify
+	else
+		say "needs $np GPUs, found $ngpus"
+	fi
+'
+
 # Scenarios whose ranks use GPUs 0..ngpus-1 only (one "node" is this host).
 for s in pair tp2to4 tp4to2
 do

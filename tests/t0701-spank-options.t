@@ -27,7 +27,7 @@ refused() {	# expected-text sbatch-args...
 }
 
 test_expect_success 'an unknown key is refused, naming the key and the valid ones' '
-	refused "unknown key '\''colour'\'' (expected model, global_batch, seq_len, planner, mode, output, join)" \
+	refused "unknown key '\''colour'\'' (expected model, global_batch, seq_len, planner, mode, output, join, signal)" \
 		--arachne=model=llama3-8b,colour=blue
 '
 

@@ -1,5 +1,9 @@
 #!/bin/sh
-test_description='arachne.so on a real Slurm with plannerd: joins, leaves and shrinks replan the job'
+test_description='arachne.so on a real Slurm with plannerd: allocations that join, end or shrink unannounced replan the job
+
+The two-phase protocol (arachnectl shrink and leave) is t0705; here the
+allocation changes under the job without it, and the plugin replans at the
+next step and says whose state was lost.'
 . "$(dirname "$0")/lib.sh"
 
 slurm_setup 17120
@@ -11,7 +15,7 @@ MODEL=gpt-neo-2.7b
 # migration and role into NAME.out.
 cat >step.sh <<\EOF
 step() {
-	srun sh -c 'echo "$SLURMD_NODENAME gen=$ARACHNE_PLAN_GENERATION plan=$ARACHNE_PLAN mig=${ARACHNE_MIGRATION-none} role=$ARACHNE_ROLE"' >"$1.out"
+	srun sh -c 'echo "$SLURMD_NODENAME gen=$ARACHNE_PLAN_GENERATION plan=$ARACHNE_PLAN mig=${ARACHNE_MIGRATION-none} role=$ARACHNE_ROLE pending=${ARACHNE_PENDING-none} lost=${ARACHNE_STATE_LOST-none}"' >"$1.out"
 }
 wait_file() {
 	for i in $(seq 1 300); do test -e "$1" && return 0; sleep 0.1; done
@@ -31,8 +35,11 @@ test_expect_success PLANNERD 'a running job and a second allocation that joins i
 	step base1
 	touch base1.done
 	wait_file joined.ready && step base2
+	# As if the migration of the join ran (t0705 runs it).
+	$top_builddir/plannerd/arachnectl commit >commit.out
 	touch base2.done
 	wait_file joined.gone && step base3
+	cp -r "\$ARACHNE_PLAN_DIR" $PWD/base.plans
 	EOF
 	cat >joiner.sh <<-EOF &&
 	#!/bin/sh
@@ -61,7 +68,7 @@ test_expect_success PLANNERD 'a running job and a second allocation that joins i
 test_expect_success PLANNERD 'before the join the job ran on its own plan' '
 	X=$(cat base.job) &&
 	grep "node2 gen=1 plan=$SLURM_PLAN_DIR/$X/plan.1.json mig=none" base1.out &&
-	$CHECK gpus "$SLURM_PLAN_DIR/$X/plan.1.json" >g1.out &&
+	$CHECK gpus base.plans/plan.1.json >g1.out &&
 	printf "%s\n" node2:0 node2:1 >g1.expected &&
 	test_cmp g1.expected g1.out
 '
@@ -71,11 +78,12 @@ test_expect_success PLANNERD 'the join replanned over both allocations, with a m
 	grep "^ARACHNE_JOINED=$X$" joiner.env &&
 	grep "^ARACHNE_PLAN=$SLURM_PLAN_DIR/$X/plan.2.json$" joiner.env &&
 	grep "^ARACHNE_MIGRATION=$SLURM_PLAN_DIR/$X/migration.2.json$" joiner.env &&
-	grep "^node1 gen=2 plan=$SLURM_PLAN_DIR/$X/plan.2.json mig=$SLURM_PLAN_DIR/$X/migration.2.json role=\(worker\|unused\)$" joiner.out &&
-	$CHECK gpus "$SLURM_PLAN_DIR/$X/plan.2.json" >g2.out &&
+	grep "^ARACHNE_PENDING=join$" joiner.env &&
+	grep "^node1 gen=2 plan=$SLURM_PLAN_DIR/$X/plan.2.json mig=$SLURM_PLAN_DIR/$X/migration.2.json role=\(worker\|unused\) pending=join lost=none$" joiner.out &&
+	$CHECK gpus base.plans/plan.2.json >g2.out &&
 	printf "%s\n" node1:0 node1:1 node2:0 node2:1 >g2.expected &&
 	test_cmp g2.expected g2.out &&
-	python3 -m json.tool "$SLURM_PLAN_DIR/$X/migration.2.json" >/dev/null
+	python3 -m json.tool base.plans/migration.2.json >/dev/null
 '
 
 test_expect_success PLANNERD 'the running job found the new plan at its next step' '
@@ -83,13 +91,19 @@ test_expect_success PLANNERD 'the running job found the new plan at its next ste
 	grep "node2 gen=2 plan=$SLURM_PLAN_DIR/$X/plan.2.json mig=$SLURM_PLAN_DIR/$X/migration.2.json" base2.out
 '
 
-test_expect_success PLANNERD 'the joined allocation ending replanned the job without it' '
+test_expect_success PLANNERD 'the joined allocation ending unannounced: replanned at the next step, its state lost' '
 	X=$(cat base.job) &&
-	grep "node2 gen=3 plan=$SLURM_PLAN_DIR/$X/plan.3.json mig=$SLURM_PLAN_DIR/$X/migration.3.json" base3.out &&
-	$CHECK gpus "$SLURM_PLAN_DIR/$X/plan.3.json" >g3.out &&
+	grep "node2 gen=3 plan=$SLURM_PLAN_DIR/$X/plan.3.json mig=$SLURM_PLAN_DIR/$X/migration.3.json .* pending=none lost=node1$" base3.out &&
+	$CHECK gpus base.plans/plan.3.json >g3.out &&
 	test_cmp g1.expected g3.out &&
-	python3 -c "import json,sys; s=json.load(open(sys.argv[1])); assert s[\"joined\"] == [], s" \
-		"$SLURM_PLAN_DIR/$X/state.json"
+	python3 -c "import json,sys; s=json.load(open(sys.argv[1])); assert s[\"joined\"] == [], s; assert s[\"lost\"][\"nodes\"] == [\"node1\"], s" \
+		base.plans/state.json &&
+	grep "arachne: warning: job $X: the model state held on node1 left with those nodes before it was migrated" base.log
+'
+
+test_expect_success PLANNERD 'the job ended: its plan directory is gone' '
+	X=$(cat base.job) &&
+	! test -e "$SLURM_PLAN_DIR/$X"
 '
 
 test_expect_success PLANNERD 'a shrink by scontrol update NumNodes replans at the next step' '
@@ -100,6 +114,7 @@ test_expect_success PLANNERD 'a shrink by scontrol update NumNodes replans at th
 	scontrol update JobId=\$SLURM_JOB_ID NumNodes=1
 	. ./slurm_job_\${SLURM_JOB_ID}_resize.sh
 	step shrink2
+	cp -r "\$ARACHNE_PLAN_DIR" $PWD/shrink.plans
 	EOF
 	J=$(sbatch --parsable --wait -o shrink.log -N2 -w node1,node2 \
 		--gres=gpu:2 --arachne=model=$MODEL,global_batch=16,seq_len=1024 \
@@ -108,11 +123,11 @@ test_expect_success PLANNERD 'a shrink by scontrol update NumNodes replans at th
 	test "$(slurm_job_state $J)" = COMPLETED &&
 	test "$(grep -c "gen=1 .*mig=none" shrink1.out)" = 2 &&
 	test "$(wc -l <shrink2.out)" = 1 &&
-	grep "node1 gen=2 plan=$SLURM_PLAN_DIR/$J/plan.2.json mig=$SLURM_PLAN_DIR/$J/migration.2.json" shrink2.out &&
-	$CHECK gpus "$SLURM_PLAN_DIR/$J/plan.1.json" >s1.out &&
+	grep "node1 gen=2 plan=$SLURM_PLAN_DIR/$J/plan.2.json mig=$SLURM_PLAN_DIR/$J/migration.2.json .* lost=node2$" shrink2.out &&
+	$CHECK gpus shrink.plans/plan.1.json >s1.out &&
 	printf "%s\n" node1:0 node1:1 node2:0 node2:1 >s1.expected &&
 	test_cmp s1.expected s1.out &&
-	$CHECK gpus "$SLURM_PLAN_DIR/$J/plan.2.json" >s2.out &&
+	$CHECK gpus shrink.plans/plan.2.json >s2.out &&
 	printf "%s\n" node1:0 node1:1 >s2.expected &&
 	test_cmp s2.expected s2.out
 '
@@ -127,7 +142,7 @@ test_expect_success PLANNERD 'an allocation that did not change is not replanned
 	J=$(sbatch --parsable --wait -o steady.log -w node2 --gres=gpu:2 \
 		--arachne=model=$MODEL,global_batch=16,seq_len=1024 steady.sh) &&
 	grep "gen=1 .*mig=none" steady2.out &&
-	! test -e "$SLURM_PLAN_DIR/$J/plan.2.json"
+	! grep "gen=2" steady1.out steady2.out
 '
 
 test_done

@@ -105,6 +105,32 @@ static void test_full(void **state)
 	conf_destroy(conf);
 }
 
+/*
+ * The site check at start: a node_map rule that gives only the network
+ * (slurm-examples/plannerd.conf has one) names no GPU profile to look for.
+ */
+static void test_site_check_network_rule(void **state)
+{
+	struct conf *conf;
+
+	write_conf("profiles_dir = \"" AR_SRC_PROFILES_DIR "\";\n"
+		   "slurm_user = \"root\";\n"
+		   "gres_map = ( { gres = \"a100_40g\"; gpu = \"a100-40\"; } );\n"
+		   "node_map = ( { nodes = \"ws*\"; gpu = \"a6000\"; },\n"
+		   "             { nodes = \"hgx*\"; nics = 4; nic_gbps = 200.0; } );\n");
+	assert_int_equal(conf_create(conf_path, &conf), 0);
+	assert_int_equal(conf_check_site(conf), 0);
+	conf_destroy(conf);
+	write_conf("profiles_dir = \"" AR_SRC_PROFILES_DIR "\";\n"
+		   "slurm_user = \"root\";\n"
+		   "node_map = ( { nodes = \"hgx*\"; nic_gbps = 200.0; },\n"
+		   "             { nodes = \"ws*\"; gpu = \"tpu\"; } );\n");
+	assert_int_equal(conf_create(conf_path, &conf), 0);
+	assert_int_equal(conf_check_site(conf), -AR_EINVAL);
+	assert_non_null(strstr(ar_errmsg(), "unknown GPU \"tpu\""));
+	conf_destroy(conf);
+}
+
 static void test_errors(void **state)
 {
 	expect_conf_error("budget_s = 1;\nsocket_pth = \"/x\";\n", 2,
@@ -242,6 +268,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_full),
+		cmocka_unit_test(test_site_check_network_rule),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_unknown_user),
 		cmocka_unit_test(test_missing_file),

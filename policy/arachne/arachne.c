@@ -140,9 +140,11 @@ int policy_explain_infeasible(const struct policy_request *req)
 			   -AR_EINFEASIBLE;
 	if (rc < 0 && rc != -ENOMEM && shape.depth)
 		rc = ar_seterr(-AR_EINFEASIBLE,
-			       "no template fits %s for %s; even %d stages of %s at TP %d do not: %s",
+			       "no template fits %s for %s; even %d stage%s of %s at TP %d do%s not: %s",
 			       cluster, model, shape.depth,
-			       costmodel_gpu(cm, best)->name, tp, ar_errmsg());
+			       shape.depth == 1 ? "" : "s",
+			       costmodel_gpu(cm, best)->name, tp,
+			       shape.depth == 1 ? "es" : "", ar_errmsg());
 	else if (rc != -ENOMEM)
 		rc = ar_seterr(-AR_EINFEASIBLE,
 			       "no template the policy built fits %s for %s",

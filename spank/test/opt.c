@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -54,8 +55,12 @@ static void opt_all_keys(void **state)
 {
 	struct arachne_opts *o = &arachne_opts;
 
-	assert_int_equal(opts_parse(o, "model=llama3-8b,global_batch=2048,seq_len=4096,planner=sailor,mode=enforce,output=/tmp/p,join=17"),
+	assert_int_equal(opts_parse(o, "model=llama3-8b,global_batch=2048,seq_len=4096,planner=sailor,mode=enforce,output=/tmp/p,join=17,signal=USR1"),
 			 0);
+	assert_string_equal(arachne_signal_names[o->signal], "USR1");
+	assert_int_equal(arachne_signal_number(arachne_signal_names[o->signal]),
+			 SIGUSR1);
+	assert_int_equal(arachne_signal_number("none"), 0);
 	assert_true(o->enabled);
 	assert_string_equal(o->model, "llama3-8b");
 	assert_int_equal(o->global_batch, 2048);
@@ -65,6 +70,22 @@ static void opt_all_keys(void **state)
 	assert_string_equal(o->output, "/tmp/p");
 	assert_int_equal(o->join, 17);
 	assert_true(o->model_set && o->join_set && o->output_set);
+}
+
+/* One plannerd per node: socket=/run/arachne/%n.sock names this node's. */
+static void conf_socket_per_node(void **state)
+{
+	char buf[64];
+
+	conf_socket_expand("/run/%n/plannerd-%n.sock", "node7", buf, sizeof(buf));
+	assert_string_equal(buf, "/run/node7/plannerd-node7.sock");
+	conf_socket_expand("/run/a%%n.sock", "node7", buf, sizeof(buf));
+	assert_string_equal(buf, "/run/a%n.sock");
+	conf_socket_expand("/run/plannerd.sock", "node7", buf, sizeof(buf));
+	assert_string_equal(buf, "/run/plannerd.sock");
+	conf_socket_expand("/a/very/long/%n/%n/%n", "node-name-that-is-long",
+			   buf, 20);
+	assert_int_equal(strlen(buf), 19);
 }
 
 static void opt_no_argument(void **state)
@@ -101,6 +122,7 @@ static void opt_bad_values(void **state)
 		{ "global_batch=12x", "global_batch=12x: expected an integer" },
 		{ "seq_len=-4", "seq_len=-4: expected an integer" },
 		{ "join=abc", "join=abc: expected an integer" },
+		{ "signal=KILL", "signal=KILL: expected one of none, USR1, USR2" },
 		{ "output=relative/dir", "output=relative/dir: expected an absolute path" },
 		{ "model=llama 3", "model=llama 3: expected a name" },
 		{ "model", "'model': expected key=value" },
@@ -234,6 +256,7 @@ int main(void)
 		cmocka_unit_test_setup(conf_defaults_and_keys, setup),
 		cmocka_unit_test_setup(conf_rejects, setup),
 		cmocka_unit_test_setup(conf_long_path, setup),
+		cmocka_unit_test_setup(conf_socket_per_node, setup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

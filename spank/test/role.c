@@ -118,7 +118,7 @@ static void summary_counts(void **state)
 	json_t *p = plan_load();
 	char buf[256];
 
-	role_summary(p, buf, sizeof(buf));
+	ar_plan_summary(p, buf, sizeof(buf));
 	assert_string_equal(buf, "model=llama3-8b templates=2 pipelines=3 gpus=9 micro_batch=2 iters_per_s=0.5 samples_per_s=64");
 	json_decref(p);
 }

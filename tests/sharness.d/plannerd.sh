@@ -10,10 +10,13 @@ PLANNERD_FIXTURES="$top_srcdir/tests/plannerd"
 PLANNERD_SOCK="$AR_SOCK_DIR/plannerd.sock"
 export PLANNERD ARACHNECTL PLANNERD_FIXTURES PLANNERD_SOCK
 
-# plannerd_profiles DIR: a toy model (8 blocks) on two GPU types, "fast"
-# and "slow" (3x slower), with analytic layer profiles, small enough that
-# the exhaustive planner finishes in milliseconds.
+# plannerd_profiles DIR [SHRINK]: a toy model (8 blocks) on two GPU types,
+# "fast" and "slow" (3x slower), with analytic layer profiles, small enough
+# that the exhaustive planner finishes in milliseconds.  SHRINK divides the
+# parameter bytes, so that the model state the migration tests move on
+# disk is kilobytes, not gigabytes.
 plannerd_profiles() {
+	shrink=${2:-1}
 	mkdir -p "$1/gpus" "$1/models" "$1/layers/toy"
 	for g in fast:80:1000:1 slow:40:300:3; do
 		IFS=: read -r name mem tflops slow <<-GPU
@@ -30,13 +33,13 @@ plannerd_profiles() {
 		max_gpus_per_node = 8
 		price_per_hour = 1
 		INI
-		awk -v name="$name" -v slow="$slow" 'BEGIN {
+		awk -v name="$name" -v slow="$slow" -v shrink="$shrink" 'BEGIN {
 			MIB = 1048576
 			printf "[profile]\nmodel = toy\ngpu = %s\nsource = analytic\nseq_len = 1024\n\n", name
 			for (tp = 1; tp <= 8; tp *= 2) for (b = 1; b <= 16; b *= 2) {
-				e(tp, b, "embed", 0.1*b*slow, 0.2*b*slow, 0, 8*MIB*b, 64*MIB/tp)
-				e(tp, b, "head", 0.5*b/tp*slow, 1.0*b/tp*slow, 0, 128*MIB*b/tp, 64*MIB/tp)
-				e(tp, b, "block", 1.0*b/tp*slow, 2.0*b/tp*slow, 0.1*b*(tp-1), 64*MIB*b, 256*MIB/tp)
+				e(tp, b, "embed", 0.1*b*slow, 0.2*b*slow, 0, 8*MIB*b, 64*MIB/tp/shrink)
+				e(tp, b, "head", 0.5*b/tp*slow, 1.0*b/tp*slow, 0, 128*MIB*b/tp, 64*MIB/tp/shrink)
+				e(tp, b, "block", 1.0*b/tp*slow, 2.0*b/tp*slow, 0.1*b*(tp-1), 64*MIB*b, 256*MIB/tp/shrink)
 			}
 		}
 		function e(tp, b, type, f, bw, c, act, par) {

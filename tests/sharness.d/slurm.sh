@@ -18,8 +18,11 @@ srun() {
 	ar_bounded "$SLURM_WAIT_S" "srun $*" srun "$@"
 }
 
-# slurm_setup PORT: start munged, slurmctld and three slurmd with arachne.so
-# in their plugstack.conf, or skip the whole test file with the reason.
+# slurm_setup PORT [per-node]: start munged, slurmctld and the slurmd of
+# the nodes (three, or $SLURM_CLUSTER_NODES) with arachne.so in their
+# plugstack.conf, or skip the whole test file with the reason.  With
+# per-node, the plugin asks the plannerd of its own node
+# (socket=.../pd-%n.sock, slurm_plannerd_start_all).
 # Two build trees on one host may run their Slurm tests at once: each tree
 # shifts PORT by a multiple of 40 taken from its path (or by
 # AR_SLURM_PORT_OFFSET when set), so their daemons do not collide.
@@ -53,13 +56,16 @@ slurm_setup() {
 	SLURM_PLAN_DIR=$SLURM_DIR/plans
 	mkdir -m 1777 "$SLURM_PLAN_DIR" "$SLURM_DIR/work"
 	SLURM_PLANNERD_SOCK=$SLURM_DIR/plannerd.sock
+	SLURM_SOCKET_ARG=$SLURM_PLANNERD_SOCK
+	test "${2:-}" = per-node && SLURM_SOCKET_ARG=$SLURM_DIR/pd-%n.sock
 	# A copy: a rebuild during the run must not swap the loaded plugin.
 	cp "$top_builddir/spank/.libs/arachne.so" "$SLURM_DIR/arachne.so"
 	chmod 755 "$SLURM_DIR/arachne.so"
 	ar_at_exit slurm_teardown
+	SLURM_PORT=$port
+	SLURM_PLUGSTACK="required $SLURM_DIR/arachne.so socket=$SLURM_SOCKET_ARG timeout_ms=$SLURM_TIMEOUT_MS plan_dir=$SLURM_PLAN_DIR"
 	if ! "$top_srcdir/tests/slurm-cluster.sh" start "$SLURM_DIR" "$port" \
-	     "required $SLURM_DIR/arachne.so socket=$SLURM_PLANNERD_SOCK timeout_ms=$SLURM_TIMEOUT_MS plan_dir=$SLURM_PLAN_DIR" \
-	     2>slurm-start.log; then
+	     "$SLURM_PLUGSTACK" 2>slurm-start.log; then
 		skip_all="the Slurm cluster did not start: $(tail -n 1 slurm-start.log)"
 		test_done
 	fi
@@ -75,6 +81,9 @@ slurm_setup() {
 slurm_teardown() {
 	test -n "${SLURM_DIR:-}" || return 0
 	slurm_plannerd_stop
+	for f in "$SLURM_DIR"/pd/*/pid; do
+		test -s "$f" && kill -KILL "$(cat "$f")" 2>/dev/null
+	done
 	"$top_srcdir/tests/slurm-cluster.sh" stop "$SLURM_DIR" 2>/dev/null
 	# Keep the logs for a failed run; the rest goes.
 	if test -n "${debug:-}"; then
@@ -136,9 +145,16 @@ slurm_plannerd_stop() {
 	rm -f "$SLURM_DIR/plannerd.pid"
 }
 
-# slurm_job_state JOBID: COMPLETED, FAILED, ... (jobs stay known for MinJobAge).
+# slurm_job_state JOBID: COMPLETED, FAILED, ... (jobs stay known for
+# MinJobAge); a job still COMPLETING (its epilog runs, which tells plannerd
+# to forget it) is waited for, at most 10 s.
 slurm_job_state() {
-	scontrol show job "$1" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' | head -n 1
+	for i in $(seq 1 100); do
+		st=$(scontrol show job "$1" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' | head -n 1)
+		test "$st" != COMPLETING && break
+		sleep 0.1
+	done
+	echo "$st"
 }
 
 # slurm_wait_for FILE [TENTHS]: until FILE exists, at most TENTHS/10 s (300).
@@ -161,4 +177,37 @@ slurm_wait_gone() {
 # slurm_job_running JOBID: true when the job runs.
 slurm_job_running() {
 	test "$(slurm_job_state "$1")" = RUNNING
+}
+
+# slurm_plannerd_start_all PROFILES: one plannerd per node of the cluster,
+# each on $SLURM_DIR/pd-NODE.sock with its own state, the toy profiles in
+# PROFILES (plannerd_profiles) and the GRES types mapped onto them (h100:
+# fast, the others: slow).  Waits, bounded, for every socket.
+slurm_plannerd_start_all() {
+	for n in $(sed "s/:[^ ]*//g" "$SLURM_DIR/nodes"); do
+		mkdir -p "$SLURM_DIR/pd/$n" || return 1
+		cat >"$SLURM_DIR/pd/$n/plannerd.conf" <<-CONF
+		socket_path = "$SLURM_DIR/pd-$n.sock";
+		state_dir = "$SLURM_DIR/pd/$n/state";
+		profiles_dir = "$1";
+		slurm_user = "root";
+		planner = "exhaustive";
+		budget_s = 20.0;
+		replan_horizon_s = 1.0e7;
+		gres_map = (
+		  { gres = "h100"; gpu = "fast"; },
+		  { gres = "a100"; gpu = "slow"; },
+		  { gres = "a6000"; gpu = "slow"; }
+		);
+		CONF
+		"$top_builddir/plannerd/plannerd" -F -f "$SLURM_DIR/pd/$n/plannerd.conf" \
+			>>"$SLURM_DIR/pd/$n/log" 2>&1 </dev/null 3>&- 4>&- 5>&- 6>&- &
+		echo $! >"$SLURM_DIR/pd/$n/pid"
+	done
+	for n in $(sed "s/:[^ ]*//g" "$SLURM_DIR/nodes"); do
+		slurm_wait_for "$SLURM_DIR/pd-$n.sock" 100 || {
+			cat "$SLURM_DIR/pd/$n/log" >&2
+			return 1
+		}
+	done
 }
