@@ -170,6 +170,23 @@ test_expect_success 'SIGHUP reloads the config without dropping a client' '
 	grep "configuration reloaded" plannerd.log
 '
 
+# The sequence length a job asks for (arachnectl --seq-len, the plugin's
+# --arachne=seq_len=) reaches the cost model: the plan is made and priced
+# at that length, its attention core growing with the square.
+test_expect_success 'plan: the sequence length asked for prices the plan' '
+	ctl --json plan 47 --model toy --cluster small.json --seq-len 2048 >seq.json &&
+	test "$(field seq.json .plan.seq_len)" = 2048 &&
+	test "$(field plan1.json .plan.seq_len)" = 1024 &&
+	test "$(field seq.json .cached)" = false &&
+	python3 -c "import json,sys
+a, b = (json.load(open(f))[\"plan\"][\"predicted\"][\"iter_s\"] for f in (\"plan1.json\", \"seq.json\"))
+sys.exit(not 1.9 < b / a < 3)" &&
+	field seq.json .plan >seq-plan.json &&
+	"$ARACHNE_PLAN" --evaluate seq-plan.json -d profiles --model toy --cluster small.json \
+		--format json >seq-eval.json &&
+	test "$(field seq-eval.json .predicted.iter_s)" = "$(field seq.json .plan.predicted.iter_s)"
+'
+
 test_expect_success 'SIGTERM finishes the plan in flight, then exits 0' '
 	cat >big.json <<-EOF &&
 	{"nodes":[{"gpu":"fast","gpus_per_node":4,"count":2},{"gpu":"slow","gpus_per_node":4,"count":2}]}

@@ -40,10 +40,15 @@ plannerd_profiles() {
 				e(tp, b, "embed", 0.1*b*slow, 0.2*b*slow, 0, 8*MIB*b, 64*MIB/tp/shrink)
 				e(tp, b, "head", 0.5*b/tp*slow, 1.0*b/tp*slow, 0, 128*MIB*b/tp, 64*MIB/tp/shrink)
 				e(tp, b, "block", 1.0*b/tp*slow, 2.0*b/tp*slow, 0.1*b*(tp-1), 64*MIB*b, 256*MIB/tp/shrink)
+				# The attention core: a fifth of the block, so that
+				# other sequence lengths can be priced (docs/costmodel.md).
+				printf "fwd_attn_ms = %.17g\nbwd_attn_ms = %.17g\n\n", 0.2*b/tp*slow, 0.4*b/tp*slow
 			}
 		}
 		function e(tp, b, type, f, bw, c, act, par) {
-			printf "[tp%d.mbs%d.%s]\nfwd_ms = %.17g\nbwd_ms = %.17g\ncomm_ms = %.17g\nact_bytes = %.17g\nparam_bytes = %.17g\n\n", tp, b, type, f, bw, c, act, par
+			printf "[tp%d.mbs%d.%s]\nfwd_ms = %.17g\nbwd_ms = %.17g\ncomm_ms = %.17g\nact_bytes = %.17g\nparam_bytes = %.17g\n", tp, b, type, f, bw, c, act, par
+			if (type != "block")
+				printf "\n"
 		}' >"$1/layers/toy/$name.ini"
 	done
 	cat >"$1/models/toy.ini" <<-INI
