@@ -31,6 +31,12 @@ static const char two_types[] =
 	"{\"name\": \"two\", \"nodes\": ["
 	"{\"gpu\": \"a100-40\", \"gpus_per_node\": 4, \"count\": 2},"
 	"{\"gpu\": \"h100\", \"gpus_per_node\": 4, \"count\": 2}]}";
+/* Two types, three 4-GPU nodes each: HexiScale deals every node to four
+ * pipelines alike. */
+static const char two_types_six[] =
+	"{\"name\": \"six\", \"nodes\": ["
+	"{\"gpu\": \"h100\", \"gpus_per_node\": 4, \"count\": 3},"
+	"{\"gpu\": \"a100-40\", \"gpus_per_node\": 4, \"count\": 3}]}";
 /* Three types, 1:1:2, on 4-GPU nodes. */
 static const char three_types[] =
 	"{\"name\": \"three\", \"nodes\": ["
@@ -504,6 +510,50 @@ static void hexiscale_pipelines_cross_nodes(void **state)
 	}
 }
 
+/*
+ * HexiScale's defining layout: the reverse-bandwidth cut deals a node's
+ * GPUs to different pipelines, so where the pipelines come out alike
+ * (nodes of four GPUs, four pipelines) every layer's holders share one
+ * node and its data-parallel sync stays on the node's links, while every
+ * pipeline crosses nodes.
+ */
+static void hexiscale_stage_replicas_share_a_node(void **state)
+{
+	for (int st = 0; st < POLICY_NUM_STEERINGS; st++) {
+		struct costmodel_cluster *cl = cluster(llama, two_types_six);
+		struct costmodel_plan *plan = plan_steered("hexiscale", st, llama,
+							   cl, 10);
+		int L = costmodel_num_layers(llama);
+
+		assert_non_null(plan);
+		assert_true(plan->ntemplates >= 2);
+		for (int l = 0; l < L; l++) {
+			int node = -1;
+
+			for (int j = 0; j < plan->ntemplates; j++) {
+				const struct costmodel_template *t = &plan->templates[j];
+
+				for (int s = 0; s < t->nstages; s++) {
+					int n = costmodel_template_group(t, 0, s, 0)->node;
+
+					if (l < t->stages[s].first_layer ||
+					    l > t->stages[s].last_layer)
+						continue;
+					if (node < 0)
+						node = n;
+					if (n != node)
+						fail_msg("steering %d: layer %d held on nodes %d and %d",
+							 st, l, node, n);
+				}
+			}
+			assert_true(node >= 0);
+		}
+		assert_feasible(llama, cl, plan);
+		costmodel_plan_free(plan);
+		costmodel_cluster_free(cl);
+	}
+}
+
 static bool power_of_two(int x)
 {
 	return x > 0 && !(x & (x - 1));
@@ -683,7 +733,7 @@ static void metis_stage_groups_differ(void **state)
 static void sailor_remainder_on_last_stages(void **state)
 {
 	const char *clusters[] = { two_types, three_types, mixed_nodes };
-	int L = costmodel_num_layers(llama);
+	int L = costmodel_num_layers(llama), uneven = 0;
 
 	for (size_t c = 0; c < 3; c++) {
 		struct costmodel_cluster *cl = cluster(llama, clusters[c]);
@@ -700,10 +750,12 @@ static void sailor_remainder_on_last_stages(void **state)
 
 				assert_int_equal(n, L / d + (s >= d - L % d));
 			}
+			uneven += L % d != 0;
 		}
 		costmodel_plan_free(plan);
 		costmodel_cluster_free(cl);
 	}
+	assert_true(uneven > 0);	/* some split had a remainder to place */
 }
 
 /* A small random cluster: 1-3 GPU types, nodes of 1, 2, 4 or 8 GPUs. */
@@ -831,6 +883,7 @@ int main(void)
 		cmocka_unit_test(amp_keeps_one_tp),
 		cmocka_unit_test(amp_splits_by_averaged_cost),
 		cmocka_unit_test(hexiscale_pipelines_cross_nodes),
+		cmocka_unit_test(hexiscale_stage_replicas_share_a_node),
 		cmocka_unit_test(metis_groups_are_powers_of_two),
 		cmocka_unit_test(metis_stages_follow_a_type_order),
 		cmocka_unit_test(metis_stage_groups_differ),
