@@ -443,7 +443,8 @@ int planner_exhaustive(const struct policy_request *req,
 			rc = ar_seterr(x.first_error, "%s", x.first_error_msg);
 		else if (x.timed_out)
 			rc = ar_seterr(-AR_ETIMEOUT, "no feasible plan found within the %.0f s budget",
-				       req->budget_s > 0 ? req->budget_s : 600.0);
+				       req->budget_s > 0 ? req->budget_s :
+				       PLANNER_DEFAULT_BUDGET_S);
 		else
 			rc = ar_seterr(-AR_EINFEASIBLE, "no template of the cluster's GPUs fits model %s in memory",
 				       costmodel_model(req->cm)->name);

@@ -56,7 +56,7 @@ struct policy_request {
 	const struct costmodel *cm;		/* borrowed */
 	const struct costmodel_cluster *cl;	/* borrowed */
 	const char *planner;			/* NULL: "arachne" */
-	double budget_s;			/* <= 0: 600 s, as in the paper */
+	double budget_s;			/* <= 0: 60 s (the paper: 600) */
 	const char *policy_path;		/* weights for "arachne"; NULL: shipped */
 	int threads;				/* <= 0: all online CPUs */
 	unsigned long seed;
