@@ -237,7 +237,7 @@ static double amp_link(const struct amp *a, const struct costmodel_group *x,
 	const struct costmodel_cluster *cl = a->bs.cl;
 
 	if (x->node == y->node)
-		return baseline_intra_Bps(a->bs.cm, cl->nodes[x->node].gpu);
+		return baseline_intra_Bps(a->bs.cm, cl, cl->nodes[x->node].gpu);
 	return fmin(baseline_node_link_Bps(a->bs.cm, cl, x->node),
 		    baseline_node_link_Bps(a->bs.cm, cl, y->node));
 }

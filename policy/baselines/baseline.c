@@ -379,24 +379,47 @@ double baseline_plan_usd_per_hour(const struct costmodel *cm,
 	return usd;
 }
 
-double baseline_type_link_Bps(const struct costmodel *cm,
-			      const struct costmodel_cluster *cl, int gpu)
-{
-	double gbps = cl->inter_node_gbps > 0 ? cl->inter_node_gbps :
-			costmodel_gpu(cm, gpu)->network_gbps;
-
-	return gbps * 1e9 / 8;
-}
-
 double baseline_node_link_Bps(const struct costmodel *cm,
 			      const struct costmodel_cluster *cl, int node)
 {
-	return baseline_type_link_Bps(cm, cl, cl->nodes[node].gpu);
+	return costmodel_node_network_gbps(cm, cl, node) * 1e9 / 8;
 }
 
-double baseline_intra_Bps(const struct costmodel *cm, int gpu)
+double baseline_type_link_Bps(const struct costmodel *cm,
+			      const struct costmodel_cluster *cl, int gpu)
 {
-	return costmodel_gpu(cm, gpu)->intra_node_GBps * 1e9;
+	double gbps = 0;
+
+	for (size_t n = 0; n < cl->nnodes; n++) {
+		double g;
+
+		if (cl->nodes[n].gpu != gpu)
+			continue;
+		g = costmodel_node_network_gbps(cm, cl, (int)n);
+		gbps = gbps > 0 ? fmin(gbps, g) : g;
+	}
+	if (!(gbps > 0))
+		gbps = cl->inter_node_gbps > 0 ? cl->inter_node_gbps :
+		       costmodel_gpu(cm, gpu)->network_gbps;
+	return gbps * 1e9 / 8;
+}
+
+double baseline_intra_Bps(const struct costmodel *cm,
+			  const struct costmodel_cluster *cl, int gpu)
+{
+	double GBps = 0;
+
+	for (size_t n = 0; n < cl->nnodes; n++) {
+		double g;
+
+		if (cl->nodes[n].gpu != gpu)
+			continue;
+		g = costmodel_node_intra_GBps(cm, cl, (int)n);
+		GBps = GBps > 0 ? fmin(GBps, g) : g;
+	}
+	if (!(GBps > 0))
+		GBps = costmodel_gpu(cm, gpu)->intra_node_GBps;
+	return GBps * 1e9;
 }
 
 double baseline_ring_s(double bytes, int n, double Bps)

@@ -141,15 +141,21 @@ double baseline_plan_usd_per_hour(const struct costmodel *cm,
 
 /*
  * The links the originals' estimators read, nominal (no efficiency
- * factor): a node's network link (the cluster's inter_node_gbps, else its
- * GPU profile's) and a GPU's intra-node link, in bytes/s.
+ * factor), in bytes/s, as the cluster gives them (docs/costmodel.md): a
+ * node's network (its group's nics x nic_gbps, else the cluster's
+ * inter_node_gbps, else its GPU profile's network_gbps).
  */
 double baseline_node_link_Bps(const struct costmodel *cm,
 			      const struct costmodel_cluster *cl, int node);
-double baseline_intra_Bps(const struct costmodel *cm, int gpu);
-/* A type's network link, as above, for estimators that see types only. */
+/*
+ * For estimators that see GPU types only: the slowest network, and the
+ * slowest intra-node link, of the nodes of type @gpu in @cl (the GPU
+ * profile's when the cluster has none of that type).
+ */
 double baseline_type_link_Bps(const struct costmodel *cm,
 			      const struct costmodel_cluster *cl, int gpu);
+double baseline_intra_Bps(const struct costmodel *cm,
+			  const struct costmodel_cluster *cl, int gpu);
 /* Ring all-reduce of @bytes over @n members at @Bps: 2 (n-1)/n bytes/Bps. */
 double baseline_ring_s(double bytes, int n, double Bps);
 /* Bytes of one sample's activations crossing a stage boundary (BF16). */

@@ -239,7 +239,7 @@ static double hexi_pipe_time(const struct hexiscale *h,
 	for (int s = 0; s < t->nstages; s++) {
 		const struct costmodel_stage *st = &t->stages[s];
 		int layers = st->last_layer - st->first_layer + 1;
-		double intra = baseline_intra_Bps(cm, st->gpu);
+		double intra = baseline_intra_Bps(cm, h->bs.cl, st->gpu);
 		double x = layers * (hexi_layer_comp(h, st->gpu, st->tp) +
 				     8 * sh * (st->tp - 1) / (st->tp * intra));
 
@@ -298,7 +298,7 @@ static double hexi_estimate(const struct hexiscale *h,
 			}
 		}
 		if (one)
-			Bps = baseline_intra_Bps(cm, gpu);
+			Bps = baseline_intra_Bps(cm, h->bs.cl, gpu);
 		dp += baseline_ring_s(baseline_range_weight_bytes(cm, gpu, l, l) / tp,
 				      n, Bps);
 	}

@@ -311,7 +311,7 @@ static double metis_group_Bps(const struct metis *mt, int type, int gpus)
 	int node = baseline_largest_node(mt->bs.cl, type);
 
 	if (gpus <= node)
-		return baseline_intra_Bps(mt->bs.cm, type);
+		return baseline_intra_Bps(mt->bs.cm, mt->bs.cl, type);
 	return baseline_type_link_Bps(mt->bs.cm, mt->bs.cl, type) / node;
 }
 

@@ -855,6 +855,67 @@ static void cost_objective(void **state)
 	costmodel_cluster_free(cl);
 }
 
+/*
+ * The published estimators read the network and intra-node link each node
+ * group has (nics x nic_gbps, intra_node), as the cost model does, not the
+ * GPU profile's: bench/plan-grid's sensitivity study (--network 8x400)
+ * sets only those.  A type's link is its slowest node's.
+ */
+static void estimators_read_the_cluster_network(void **state)
+{
+	static const char fast[] =
+		"{\"name\": \"fast\", \"nodes\": ["
+		"{\"gpu\": \"a100-40\", \"gpus_per_node\": 4, \"count\": 2,"
+		" \"nics\": 8, \"nic_gbps\": 400, \"intra_node\": \"pcie4\"},"
+		"{\"gpu\": \"a100-40\", \"gpus_per_node\": 4, \"count\": 1,"
+		" \"nics\": 2, \"nic_gbps\": 200},"
+		"{\"gpu\": \"h100\", \"gpus_per_node\": 4, \"count\": 2,"
+		" \"nics\": 8, \"nic_gbps\": 400}]}";
+	struct costmodel_cluster *slow_cl = cluster(llama, two_types);
+	struct costmodel_cluster *fast_cl = cluster(llama, fast);
+	int a100 = costmodel_gpu_find(llama, "a100-40");
+	int h100 = costmodel_gpu_find(llama, "h100");
+	int moved = 0;
+
+	assert_true(a100 >= 0 && h100 >= 0);
+	assert_true(baseline_node_link_Bps(llama, fast_cl, 0) == 400e9);
+	assert_true(baseline_node_link_Bps(llama, fast_cl, 2) == 50e9);
+	assert_true(baseline_type_link_Bps(llama, fast_cl, a100) == 50e9);
+	assert_true(baseline_type_link_Bps(llama, fast_cl, h100) == 400e9);
+	assert_true(baseline_intra_Bps(llama, fast_cl, a100) == 25e9);
+	assert_true(baseline_intra_Bps(llama, fast_cl, h100) ==
+		    costmodel_gpu(llama, h100)->intra_node_GBps * 1e9);
+	assert_true(baseline_type_link_Bps(llama, slow_cl, h100) ==
+		    costmodel_gpu(llama, h100)->network_gbps * 1e9 / 8);
+	costmodel_cluster_free(fast_cl);
+
+	/* Every estimate that weighs the network moves with it. */
+	fast_cl = cluster(llama,
+		"{\"name\": \"two-8x400\", \"nodes\": ["
+		"{\"gpu\": \"a100-40\", \"gpus_per_node\": 4, \"count\": 2,"
+		" \"nics\": 8, \"nic_gbps\": 400},"
+		"{\"gpu\": \"h100\", \"gpus_per_node\": 4, \"count\": 2,"
+		" \"nics\": 8, \"nic_gbps\": 400}]}");
+	for (size_t i = 0; i < NBASELINES; i++) {
+		struct costmodel_plan *a = plan_steered(baselines[i],
+			POLICY_STEERING_PUBLISHED, llama, slow_cl, 10);
+		struct costmodel_plan *b = plan_steered(baselines[i],
+			POLICY_STEERING_PUBLISHED, llama, fast_cl, 10);
+
+		assert_non_null(a);
+		assert_non_null(b);
+		assert_true(b->planner_estimate_samples_per_s >=
+			    a->planner_estimate_samples_per_s);
+		moved += b->planner_estimate_samples_per_s >
+			 a->planner_estimate_samples_per_s * 1.01;
+		costmodel_plan_free(a);
+		costmodel_plan_free(b);
+	}
+	assert_int_equal(moved, (int)NBASELINES);
+	costmodel_cluster_free(fast_cl);
+	costmodel_cluster_free(slow_cl);
+}
+
 /* The shipped layer profiles these tests plan with, or NULL. */
 static bool have_profiles(void)
 {
@@ -893,6 +954,7 @@ int main(void)
 		cmocka_unit_test(uniform_node_planners_see_single_gpus),
 		cmocka_unit_test(budgets_are_honoured),
 		cmocka_unit_test(infeasible_is_reported),
+		cmocka_unit_test(estimators_read_the_cluster_network),
 	};
 
 	if (!have_profiles()) {
