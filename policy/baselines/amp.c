@@ -330,8 +330,7 @@ static int amp_try(struct amp *a, int nused, int tp, int dp, int mbs,
 		*priced = true;
 		return 0;
 	}
-	a->bs.plans_priced++;
-	rc = costmodel_plan_price(a->bs.cm, a->bs.cl, plan);
+	rc = baseline_price_choosing(&a->bs, plan);
 	if (rc == 0) {
 		*priced = true;
 		rc = baseline_search_offer(&a->bs, plan);

@@ -136,6 +136,20 @@ bool baseline_rc_rejects(int rc)
 	return rc == -AR_EINFEASIBLE || rc == -AR_ENOPROFILE;
 }
 
+int baseline_price_choosing(struct baseline_search *bs,
+			    struct costmodel_plan *plan)
+{
+	int rc = -AR_EINFEASIBLE;
+
+	plan->distributed_optimizer = true;
+	for (int r = 0; r < COSTMODEL_NUM_RECOMPUTE && rc == -AR_EINFEASIBLE; r++) {
+		plan->recompute = (enum costmodel_recompute)r;
+		bs->plans_priced++;
+		rc = costmodel_plan_price(bs->cm, bs->cl, plan);
+	}
+	return rc;
+}
+
 int baseline_node_gpus(const struct costmodel_cluster *cl)
 {
 	int size;

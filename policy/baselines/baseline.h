@@ -70,6 +70,15 @@ int baseline_search_finish(struct baseline_search *bs, bool complete,
 			   struct costmodel_plan **planp);
 /* A pricing error that only rejects a candidate (memory, missing profile). */
 bool baseline_rc_rejects(int rc);
+/*
+ * baseline_price_choosing() - shared steering, for a plan a baseline built
+ * whole: price it with the plan options the fill would choose, the
+ * distributed optimizer and the least recomputation that fits (none, then
+ * selective, then full: in the cost model recomputation only buys memory).
+ * costmodel_plan_price()'s return of the last try.
+ */
+int baseline_price_choosing(struct baseline_search *bs,
+			    struct costmodel_plan *plan);
 
 /*
  * baseline_node_gpus() - the node size a planner that needs uniform nodes

@@ -916,6 +916,42 @@ static void estimators_read_the_cluster_network(void **state)
 	costmodel_cluster_free(slow_cl);
 }
 
+/*
+ * Under the shared steering the plan options are chosen as the fill
+ * chooses them for every planner: the distributed optimizer, and the
+ * least recomputation that fits.  AMP builds its plans whole, so it
+ * chooses them itself: on four A6000 its layer split of LLaMA-3-8B only
+ * fits with recomputation.
+ */
+static void shared_steering_chooses_plan_options(void **state)
+{
+	struct costmodel_cluster *cl = cluster(llama,
+		"{\"name\": \"a6000x4\", \"nodes\": ["
+		"{\"gpu\": \"a6000\", \"gpus_per_node\": 4, \"count\": 1}]}");
+	struct costmodel_cluster *two = cluster(llama, two_types);
+	struct costmodel_plan *plan = plan_steered("amp", POLICY_STEERING_SHARED,
+						   llama, cl, 10);
+
+	assert_non_null(plan);
+	assert_true(plan->distributed_optimizer);
+	assert_int_not_equal(plan->recompute, COSTMODEL_RECOMPUTE_NONE);
+	assert_feasible(llama, cl, plan);
+	plan->recompute = COSTMODEL_RECOMPUTE_NONE;	/* it was needed */
+	assert_int_equal(costmodel_plan_price(llama, cl, plan), -AR_EINFEASIBLE);
+	costmodel_plan_free(plan);
+	for (size_t i = 0; i < NBASELINES; i++) {
+		plan = plan_steered(baselines[i], POLICY_STEERING_SHARED, llama,
+				    two, 10);
+		assert_non_null(plan);
+		if (!plan->distributed_optimizer)
+			fail_msg("%s (shared) keeps the optimizer replicated",
+				 baselines[i]);
+		costmodel_plan_free(plan);
+	}
+	costmodel_cluster_free(two);
+	costmodel_cluster_free(cl);
+}
+
 /* The shipped layer profiles these tests plan with, or NULL. */
 static bool have_profiles(void)
 {
@@ -955,6 +991,7 @@ int main(void)
 		cmocka_unit_test(budgets_are_honoured),
 		cmocka_unit_test(infeasible_is_reported),
 		cmocka_unit_test(estimators_read_the_cluster_network),
+		cmocka_unit_test(shared_steering_chooses_plan_options),
 	};
 
 	if (!have_profiles()) {
