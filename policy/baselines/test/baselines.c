@@ -784,6 +784,7 @@ static struct costmodel_cluster *random_cluster(const struct costmodel *cm,
  */
 static void random_clusters_both_steerings(void **state)
 {
+	int planned[POLICY_NUM_STEERINGS][NBASELINES] = { { 0 } };
 	unsigned seed = 17;
 
 	for (int k = 0; k < 6; k++) {
@@ -800,11 +801,18 @@ static void random_clusters_both_steerings(void **state)
 					continue;
 				}
 				assert_feasible(llama, cl, plan);
+				planned[st][i]++;
 				costmodel_plan_free(plan);
 			}
 		}
 		costmodel_cluster_free(cl);
 	}
+	/* not vacuous: every baseline planned some of them, either way */
+	for (int st = 0; st < POLICY_NUM_STEERINGS; st++)
+		for (size_t i = 0; i < NBASELINES; i++)
+			if (!planned[st][i])
+				fail_msg("%s (%s) planned none of the random clusters",
+					 baselines[i], policy_steering_name(st));
 }
 
 /*
