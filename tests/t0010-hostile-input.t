@@ -95,6 +95,28 @@ test_expect_success 'a FIFO in the profiles directory is refused, not waited on'
 	grep "h100.measured.ini: is a FIFO" err
 '
 
+test_expect_success 'a model without layer profiles on the cluster'"'"'s GPUs is named as such' '
+	rm -f prof/layers/llama3-8b/h100.measured.ini prof/layers/llama3-8b/h100.ini &&
+	echo "{\"nodes\":[{\"gpu\":\"h100\",\"gpus_per_node\":8,\"count\":1}]}" >h100.json &&
+	test_expect_code 2 quick "$ARACHNE_PLAN" --model llama3-8b --cluster h100.json \
+		--profiles prof 2>err &&
+	grep "no layer profiles of llama3-8b on the cluster.s GPUs: prof/layers/llama3-8b/h100.ini is missing" err
+'
+
+# The fill scanned every node per GPU placed: 32,768 single-GPU nodes with
+# a 2 s budget took 38 to 90 s.  The budget plus 100 ms is the promise
+# (bench/budget-bench.sh measures it); the bound here leaves room for a
+# loaded test machine and still fails the scan by far.
+test_expect_success 'a 2 s budget binds on 32,768 single-GPU nodes' '
+	echo "{\"nodes\":[{\"gpu\":\"h100\",\"gpus_per_node\":1,\"count\":32768}]}" >wide32k.json &&
+	start=$(date +%s) &&
+	timeout 60 "$ARACHNE_PLAN" --model llama3-8b --cluster wide32k.json \
+		--budget-s 2 >out &&
+	end=$(date +%s) &&
+	test $((end - start)) -le 10 &&
+	grep "^llama3-8b on cluster" out
+'
+
 test_expect_success '-o writes through a symlink to its target' '
 	echo old >target.json && ln -s target.json link.json &&
 	"$ARACHNE_PLAN" --model llama3-8b --cluster "$example" --planner sailor \
