@@ -117,6 +117,23 @@ test_expect_success 'a 2 s budget binds on 32,768 single-GPU nodes' '
 	grep "^llama3-8b on cluster" out
 '
 
+# Metis cut the GPUs of 10,000 node groups of eight types into device
+# groups for 40 s without looking at the clock, whatever the budget.
+test_expect_success 'metis keeps a 1 s budget on 10,000 node groups' '
+	awk "BEGIN { split(\"h100 h200 a100-80 a100-40 l40s a6000 a5000 rtx-pro-6000\", g, \" \");
+		printf \"{\\\"nodes\\\":[\";
+		for (i = 0; i < 10000; i++)
+			printf \"%s{\\\"gpu\\\":\\\"%s\\\",\\\"gpus_per_node\\\":%d,\\\"count\\\":1}\",
+			       i ? \",\" : \"\", g[i % 8 + 1], 2 ^ (int(i / 8) % 4);
+		print \"]}\" }" >groups.json &&
+	start=$(date +%s) &&
+	test_expect_code 1 timeout 60 "$ARACHNE_PLAN" --model llama3-8b --cluster groups.json \
+		--planner metis --budget-s 1 2>err &&
+	end=$(date +%s) &&
+	test $((end - start)) -le 8 &&
+	grep "metis: no feasible plan .*budget spent" err
+'
+
 test_expect_success '-o writes through a symlink to its target' '
 	echo old >target.json && ln -s target.json link.json &&
 	"$ARACHNE_PLAN" --model llama3-8b --cluster "$example" --planner sailor \
