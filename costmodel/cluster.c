@@ -22,6 +22,8 @@ void costmodel_cluster_free(struct costmodel_cluster *cl)
 		free(cl->nodes[i].name);
 	free(cl->nodes);
 	free(cl->by_name);
+	free(cl->by_type);
+	free(cl->type_pos);
 	free(cl->name);
 	free(cl);
 }
@@ -75,6 +77,39 @@ static int index_names(struct costmodel_cluster *cl)
 			   cl->nodes[cl->by_name[i]].name) == 0)
 			return ar_seterr(-AR_EINVAL, "cluster: host \"%s\" appears twice",
 					 cl->nodes[cl->by_name[i]].name);
+	return 0;
+}
+
+int costmodel_cluster_index(struct costmodel_cluster *cl)
+{
+	size_t n = cl->nnodes ? cl->nnodes : 1;
+	int next[COSTMODEL_MAX_GPU_TYPES];
+
+	free(cl->by_type);
+	free(cl->type_pos);
+	cl->by_type = malloc(n * sizeof(int));
+	cl->type_pos = malloc(n * sizeof(int));
+	if (!cl->by_type || !cl->type_pos)
+		return -ENOMEM;
+	memset(cl->type_first, 0, sizeof(cl->type_first));
+	for (size_t i = 0; i < cl->nnodes; i++) {
+		int g = cl->nodes[i].gpu;
+
+		if (g < 0 || g >= COSTMODEL_MAX_GPU_TYPES)
+			return ar_seterr(-AR_EINVAL, "cluster: node \"%s\" has no valid GPU type",
+					 cl->nodes[i].name);
+		cl->type_first[g + 1]++;
+	}
+	for (int g = 0; g < COSTMODEL_MAX_GPU_TYPES; g++) {
+		cl->type_first[g + 1] += cl->type_first[g];
+		next[g] = cl->type_first[g];
+	}
+	for (size_t i = 0; i < cl->nnodes; i++) {
+		int p = next[cl->nodes[i].gpu]++;
+
+		cl->by_type[p] = (int)i;
+		cl->type_pos[i] = p;
+	}
 	return 0;
 }
 
@@ -225,7 +260,7 @@ int costmodel_cluster_from_json(const struct costmodel *cm, const json_t *root,
 				goto err;
 		}
 	}
-	if ((rc = index_names(cl)) < 0)
+	if ((rc = index_names(cl)) < 0 || (rc = costmodel_cluster_index(cl)) < 0)
 		goto err;
 	*clp = cl;
 	return 0;

@@ -220,6 +220,15 @@ struct costmodel_cluster {
 	/* Node indices sorted by name, for costmodel_cluster_node_find();
 	 * set by costmodel_cluster_from_json(), NULL: found by a scan. */
 	int *by_name;
+	/*
+	 * The free-GPU pools' order, set by costmodel_cluster_index(): node
+	 * indices grouped by GPU type, in index order within a type;
+	 * type_first[g] .. type_first[g + 1] - 1 are type g's places, and
+	 * type_pos[i] is node i's place.
+	 */
+	int *by_type;
+	int *type_pos;
+	int type_first[COSTMODEL_MAX_GPU_TYPES + 1];
 };
 
 /*
@@ -234,6 +243,13 @@ int costmodel_cluster_load(const struct costmodel *cm, const char *path,
 json_t *costmodel_cluster_to_json(const struct costmodel *cm,
 				  const struct costmodel_cluster *cl);
 void costmodel_cluster_free(struct costmodel_cluster *cl);
+/*
+ * costmodel_cluster_index() - order @cl's nodes by GPU type for the
+ * pools (costmodel_pool_init() needs it).  costmodel_cluster_from_json()
+ * calls it; a cluster built in memory calls it once its nodes are in.
+ * 0 or -ENOMEM, -AR_EINVAL for a node of no valid GPU type.
+ */
+int costmodel_cluster_index(struct costmodel_cluster *cl);
 int costmodel_cluster_total_gpus(const struct costmodel_cluster *cl);
 /*
  * A node's network, all its links together, in Gb/s: nics x nic_gbps, the
@@ -403,11 +419,20 @@ struct costmodel_shape {
 
 /*
  * Free GPUs of a cluster: what the templates placed so far leave.  Cheap
- * to copy (a flat array), so searches keep one per branch.
+ * to copy (one flat block), so searches keep one per branch.
+ *
+ * free_bits[k - 1] has bit p set when the node at place p of the
+ * cluster's by_type order has exactly k free GPUs, and free_sum[k - 1]
+ * bit w when word w of free_bits[k - 1] is not zero, so that a best-fit
+ * take finds its node in O(nodes / 4096) words, not a scan of the nodes.
+ * free_mask starts the block that holds all three; free(free_mask) frees it.
  */
 struct costmodel_pool {
 	int nnodes;
 	uint16_t *free_mask;		/* [nnodes] bit g: GPU g of the node is free */
+	uint64_t *free_bits;		/* [COSTMODEL_MAX_NODE_GPUS][nwords] */
+	uint64_t *free_sum;		/* [COSTMODEL_MAX_NODE_GPUS][nsum] */
+	int nwords, nsum;
 	int free_by_type[COSTMODEL_MAX_GPU_TYPES];
 	/* free_hist[type][k]: nodes of this type with exactly k free GPUs */
 	int free_hist[COSTMODEL_MAX_GPU_TYPES][COSTMODEL_MAX_NODE_GPUS + 1];
@@ -418,6 +443,12 @@ int costmodel_pool_init(struct costmodel_pool *pool,
 void costmodel_pool_fini(struct costmodel_pool *pool);
 int costmodel_pool_copy(struct costmodel_pool *dst,
 			const struct costmodel_pool *src);
+/*
+ * costmodel_pool_reindex() - recount @pool from its free_mask, after a
+ * caller changed free_mask itself (the baselines' restricted pools).
+ */
+void costmodel_pool_reindex(struct costmodel_pool *pool,
+			    const struct costmodel_cluster *cl);
 /* Largest number of free GPUs of @type in one node. */
 int costmodel_pool_largest_free(const struct costmodel_pool *pool, int type);
 /*

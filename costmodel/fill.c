@@ -35,22 +35,110 @@
 /* ------------------------------------------------------------------ */
 /* Pools of free GPUs                                                  */
 
+#define POOL_K COSTMODEL_MAX_NODE_GPUS	/* free counts with a bitset: 1..16 */
+
+/* The block of a pool of @nnodes nodes: free_mask, then the bitsets. */
+static size_t pool_block_bytes(int nnodes, int *nwords, int *nsum)
+{
+	size_t mask = ((size_t)nnodes + 3) / 4 * 4 * sizeof(uint16_t);
+
+	*nwords = (nnodes + 63) / 64;
+	*nsum = (*nwords + 63) / 64;
+	return mask + (size_t)POOL_K * (size_t)(*nwords + *nsum) * sizeof(uint64_t);
+}
+
+static void pool_point(struct costmodel_pool *pool)
+{
+	char *base = (char *)pool->free_mask;
+
+	pool->free_bits = (uint64_t *)(base + ((size_t)pool->nnodes + 3) / 4 * 4 *
+				       sizeof(uint16_t));
+	pool->free_sum = pool->free_bits + (size_t)POOL_K * (size_t)pool->nwords;
+}
+
+/* Node at place @p has @k free GPUs now (@on) or no longer (!@on). */
+static void pool_mark(struct costmodel_pool *pool, int k, int p, bool on)
+{
+	uint64_t *w, *sum;
+
+	if (k < 1)
+		return;
+	w = &pool->free_bits[(size_t)(k - 1) * (size_t)pool->nwords + (size_t)(p / 64)];
+	sum = &pool->free_sum[(size_t)(k - 1) * (size_t)pool->nsum + (size_t)(p / 4096)];
+	if (on) {
+		*w |= UINT64_C(1) << (p % 64);
+		*sum |= UINT64_C(1) << (p / 64 % 64);
+	} else {
+		*w &= ~(UINT64_C(1) << (p % 64));
+		if (!*w)
+			*sum &= ~(UINT64_C(1) << (p / 64 % 64));
+	}
+}
+
+/* The first place in [@lo, @hi) whose node has @k free GPUs, or -1. */
+static int pool_first(const struct costmodel_pool *pool, int k, int lo, int hi)
+{
+	const uint64_t *bits = pool->free_bits + (size_t)(k - 1) * (size_t)pool->nwords;
+	const uint64_t *sum = pool->free_sum + (size_t)(k - 1) * (size_t)pool->nsum;
+	int w = lo / 64, p = -1;
+	uint64_t v;
+
+	if (lo >= hi)
+		return -1;
+	v = bits[w] & (~UINT64_C(0) << (lo % 64));
+	if (v) {
+		p = w * 64 + __builtin_ctzll(v);
+	} else {
+		/* The next non-zero word after w, through the summary. */
+		for (int s = (w + 1) / 64, first = (w + 1) % 64;
+		     s < pool->nsum && s * 4096 < hi; s++, first = 0) {
+			v = sum[s] & (~UINT64_C(0) << first);
+			if (v) {
+				w = s * 64 + __builtin_ctzll(v);
+				p = w * 64 + __builtin_ctzll(bits[w]);
+				break;
+			}
+		}
+	}
+	return p >= 0 && p < hi ? p : -1;
+}
+
+void costmodel_pool_reindex(struct costmodel_pool *pool,
+			    const struct costmodel_cluster *cl)
+{
+	memset(pool->free_by_type, 0, sizeof(pool->free_by_type));
+	memset(pool->free_hist, 0, sizeof(pool->free_hist));
+	memset(pool->free_bits, 0, (size_t)POOL_K *
+	       (size_t)(pool->nwords + pool->nsum) * sizeof(uint64_t));
+	for (int i = 0; i < pool->nnodes; i++) {
+		int type = cl->nodes[i].gpu;
+		int nfree = __builtin_popcount(pool->free_mask[i]);
+
+		pool->free_by_type[type] += nfree;
+		pool->free_hist[type][nfree]++;
+		pool_mark(pool, nfree, cl->type_pos[i], true);
+	}
+}
+
 int costmodel_pool_init(struct costmodel_pool *pool,
 			const struct costmodel_cluster *cl)
 {
+	int nwords, nsum;
+	size_t bytes = pool_block_bytes((int)cl->nnodes, &nwords, &nsum);
+
 	memset(pool, 0, sizeof(*pool));
+	if (cl->nnodes && !cl->type_pos)
+		return ar_seterr(-AR_EINVAL, "cluster: not indexed (costmodel_cluster_index())");
 	pool->nnodes = (int)cl->nnodes;
-	pool->free_mask = calloc(cl->nnodes ? cl->nnodes : 1,
-				 sizeof(*pool->free_mask));
+	pool->nwords = nwords;
+	pool->nsum = nsum;
+	pool->free_mask = calloc(1, bytes ? bytes : 1);
 	if (!pool->free_mask)
 		return -ENOMEM;
-	for (size_t i = 0; i < cl->nnodes; i++) {
-		const struct costmodel_node *n = &cl->nodes[i];
-
-		pool->free_mask[i] = (uint16_t)((1u << n->gpus) - 1);
-		pool->free_by_type[n->gpu] += n->gpus;
-		pool->free_hist[n->gpu][n->gpus]++;
-	}
+	pool_point(pool);
+	for (size_t i = 0; i < cl->nnodes; i++)
+		pool->free_mask[i] = (uint16_t)((1u << cl->nodes[i].gpus) - 1);
+	costmodel_pool_reindex(pool, cl);
 	return 0;
 }
 
@@ -58,22 +146,26 @@ void costmodel_pool_fini(struct costmodel_pool *pool)
 {
 	free(pool->free_mask);
 	pool->free_mask = NULL;
+	pool->free_bits = NULL;
+	pool->free_sum = NULL;
 }
 
 int costmodel_pool_copy(struct costmodel_pool *dst,
 			const struct costmodel_pool *src)
 {
 	uint16_t *mask = dst->free_mask;
+	int nwords, nsum;
+	size_t bytes = pool_block_bytes(src->nnodes, &nwords, &nsum);
 
 	if (!mask || dst->nnodes != src->nnodes) {
-		mask = realloc(mask, (size_t)(src->nnodes ? src->nnodes : 1) *
-				     sizeof(*mask));
+		mask = realloc(mask, bytes ? bytes : 1);
 		if (!mask)
 			return -ENOMEM;
 	}
 	*dst = *src;
 	dst->free_mask = mask;
-	memcpy(mask, src->free_mask, (size_t)src->nnodes * sizeof(*mask));
+	pool_point(dst);
+	memcpy(mask, src->free_mask, bytes);
 	return 0;
 }
 
@@ -183,32 +275,25 @@ int costmodel_fill_replicas(const struct costmodel *cm,
 	return (int)lo;
 }
 
-static int popcount16(uint16_t v)
-{
-	return __builtin_popcount(v);
-}
-
 int costmodel_pool_take(const struct costmodel_cluster *cl,
 			struct costmodel_pool *pool, int gpu, int t,
 			struct costmodel_group *g)
 {
-	int best = -1, best_free = INT32_MAX;
+	int best = -1, best_free = 0, p = -1;
 
-	for (int i = 0; i < pool->nnodes; i++) {
-		int f;
-
-		if (cl->nodes[i].gpu != gpu)
-			continue;
-		f = popcount16(pool->free_mask[i]);
-		if (f >= t && f < best_free) {
-			best = i;
-			best_free = f;
-			if (f == t)
-				break;
-		}
-	}
-	if (best < 0)
+	if (gpu < 0 || gpu >= COSTMODEL_MAX_GPU_TYPES || t < 1)
 		return -AR_EINFEASIBLE;
+	/* Best fit: the fewest free GPUs that still hold @t, then the
+	 * lowest node index (places keep index order within a type). */
+	for (int k = t; k <= POOL_K && p < 0; k++) {
+		if (!pool->free_hist[gpu][k])
+			continue;
+		p = pool_first(pool, k, cl->type_first[gpu], cl->type_first[gpu + 1]);
+		best_free = k;
+	}
+	if (p < 0)
+		return -AR_EINFEASIBLE;
+	best = cl->by_type[p];
 	g->node = best;
 	memset(g->gpu, 0, sizeof(g->gpu));
 	for (int k = 0, taken = 0; taken < t; k++) {
@@ -217,6 +302,8 @@ int costmodel_pool_take(const struct costmodel_cluster *cl,
 			g->gpu[taken++] = (uint8_t)k;
 		}
 	}
+	pool_mark(pool, best_free, p, false);
+	pool_mark(pool, best_free - t, p, true);
 	pool->free_hist[gpu][best_free]--;
 	pool->free_hist[gpu][best_free - t]++;
 	pool->free_by_type[gpu] -= t;

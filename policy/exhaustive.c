@@ -122,6 +122,16 @@ static int emit_orders(struct exh_search *x, size_t *cap, const struct exh_key *
  */
 static int build_keys(struct exh_search *x)
 {
+	/*
+	 * The space can outgrow any budget (10,000 node groups of eight
+	 * types: killed after 80 s of a 10 s budget, gigabytes of keys):
+	 * the keys made in the first half of the budget are searched in
+	 * the second, and the search says it is incomplete.
+	 */
+	struct planner_deadline half = {
+		.start = x->deadline.start,
+		.end = x->deadline.start + (x->deadline.end - x->deadline.start) / 2,
+	};
 	size_t cap = 1024;
 	struct exh_key k;
 
@@ -138,6 +148,10 @@ static int build_keys(struct exh_search *x)
 			struct exh_key out = { .depth = 0 };
 			int nblocks = 0, s, rc;
 
+			if (planner_deadline_passed(&half)) {
+				x->timed_out = true;
+				return 0;
+			}
 			for (s = 0; s < d; s++) {
 				if (s == 0 || x->opts[k.opt[s]].gpu != x->opts[k.opt[s - 1]].gpu) {
 					block_start[nblocks] = s;

@@ -98,6 +98,51 @@ bool planner_better(const struct policy_request *req,
 	return !b || planner_score(req, a) > planner_score(req, b);
 }
 
+/* Whether the model has any layer profile entry on GPU type @gpu. */
+static bool gpu_profiled(const struct costmodel *cm, int gpu)
+{
+	for (int ti = 0; ti < COSTMODEL_NUM_TP; ti++)
+		for (int mi = 0; mi < COSTMODEL_NUM_MBS; mi++)
+			for (int type = 0; type < COSTMODEL_NUM_LAYER_TYPES; type++)
+				if (costmodel_profile(cm, gpu, 1 << ti, 1 << mi, type))
+					return true;
+	return false;
+}
+
+/*
+ * A cluster none of whose GPU types has a layer profile of the model
+ * cannot be planned: say which files are missing, rather than let every
+ * planner find that no pipeline depth fits.
+ */
+static int check_profiled(const struct costmodel *cm,
+			  const struct costmodel_cluster *cl)
+{
+	bool seen[COSTMODEL_MAX_GPU_TYPES] = { false };
+	char missing[1024] = "";
+	size_t len = 0;
+
+	for (size_t i = 0; i < cl->nnodes; i++) {
+		int g = cl->nodes[i].gpu;
+
+		if (seen[g])
+			continue;
+		seen[g] = true;
+		if (gpu_profiled(cm, g))
+			return 0;
+		if (len < sizeof(missing))
+			len += (size_t)snprintf(missing + len, sizeof(missing) - len,
+						"%s%s/layers/%s/%s.ini", len ? ", " : "",
+						costmodel_profiles_dir(cm),
+						costmodel_model(cm)->name,
+						costmodel_gpu(cm, g)->name);
+	}
+	if (!cl->nnodes)
+		return 0;
+	return ar_seterr(-AR_ENOPROFILE, "no layer profiles of %s on the cluster's GPUs: %s %s",
+			 costmodel_model(cm)->name, missing,
+			 strchr(missing, ',') ? "are missing or empty" : "is missing or empty");
+}
+
 int policy_plan(const struct policy_request *req, struct costmodel_plan **planp)
 {
 	const char *name = req->planner ? req->planner : "arachne";
@@ -113,6 +158,9 @@ int policy_plan(const struct policy_request *req, struct costmodel_plan **planp)
 	if (req->min_samples_per_s < 0 || !isfinite(req->min_samples_per_s))
 		return ar_seterr(-AR_EINVAL, "minimum throughput %g is not a number of samples/s",
 				 req->min_samples_per_s);
+	rc = check_profiled(req->cm, req->cl);
+	if (rc < 0)
+		return rc;
 	if (req->framework != POLICY_FRAMEWORK_ANY) {
 		if (!policy_framework_name(req->framework))
 			return ar_seterr(-AR_EINVAL, "unknown framework %d",

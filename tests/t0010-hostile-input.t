@@ -95,6 +95,58 @@ test_expect_success 'a FIFO in the profiles directory is refused, not waited on'
 	grep "h100.measured.ini: is a FIFO" err
 '
 
+test_expect_success 'a model without layer profiles on the cluster'"'"'s GPUs is named as such' '
+	rm -f prof/layers/llama3-8b/h100.measured.ini prof/layers/llama3-8b/h100.ini &&
+	echo "{\"nodes\":[{\"gpu\":\"h100\",\"gpus_per_node\":8,\"count\":1}]}" >h100.json &&
+	test_expect_code 2 quick "$ARACHNE_PLAN" --model llama3-8b --cluster h100.json \
+		--profiles prof 2>err &&
+	grep "no layer profiles of llama3-8b on the cluster.s GPUs: prof/layers/llama3-8b/h100.ini is missing" err
+'
+
+# The fill scanned every node per GPU placed: 32,768 single-GPU nodes with
+# a 2 s budget took 38 to 90 s.  The budget plus 100 ms is the promise
+# (bench/budget-bench.sh measures it); the bound here leaves room for a
+# loaded test machine and still fails the scan by far.
+test_expect_success 'a 2 s budget binds on 32,768 single-GPU nodes' '
+	echo "{\"nodes\":[{\"gpu\":\"h100\",\"gpus_per_node\":1,\"count\":32768}]}" >wide32k.json &&
+	start=$(date +%s) &&
+	timeout 60 "$ARACHNE_PLAN" --model llama3-8b --cluster wide32k.json \
+		--budget-s 2 >out &&
+	end=$(date +%s) &&
+	test $((end - start)) -le 10 &&
+	grep "^llama3-8b on cluster" out
+'
+
+# Metis cut the GPUs of 10,000 node groups of eight types into device
+# groups for 40 s without looking at the clock, whatever the budget.
+# (The bounds leave room for a loaded test machine; bench/budget-bench.sh
+# measures the overrun itself.)
+test_expect_success 'metis keeps a 1 s budget on 10,000 node groups' '
+	awk "BEGIN { split(\"h100 h200 a100-80 a100-40 l40s a6000 a5000 rtx-pro-6000\", g, \" \");
+		printf \"{\\\"nodes\\\":[\";
+		for (i = 0; i < 10000; i++)
+			printf \"%s{\\\"gpu\\\":\\\"%s\\\",\\\"gpus_per_node\\\":%d,\\\"count\\\":1}\",
+			       i ? \",\" : \"\", g[i % 8 + 1], 2 ^ (int(i / 8) % 4);
+		print \"]}\" }" >groups.json &&
+	start=$(date +%s) &&
+	test_expect_code 1 timeout 60 "$ARACHNE_PLAN" --model llama3-8b --cluster groups.json \
+		--planner metis --budget-s 1 2>err &&
+	end=$(date +%s) &&
+	test $((end - start)) -le 8 &&
+	grep "metis: no feasible plan .*budget spent" err
+'
+
+# The exhaustive search made every key of its space before it priced one:
+# on the same cluster it was killed after 80 s of a 10 s budget.
+test_expect_success 'exhaustive keeps a 1 s budget on 10,000 node groups' '
+	start=$(date +%s) &&
+	{ timeout 60 "$ARACHNE_PLAN" --model llama3-8b --cluster groups.json \
+		--planner exhaustive --budget-s 1 >out 2>err; rc=$?; } &&
+	end=$(date +%s) &&
+	test $((end - start)) -le 8 &&
+	{ test $rc = 0 || { test $rc = 1 && grep "within the 1 s budget" err; }; }
+'
+
 test_expect_success '-o writes through a symlink to its target' '
 	echo old >target.json && ln -s target.json link.json &&
 	"$ARACHNE_PLAN" --model llama3-8b --cluster "$example" --planner sailor \

@@ -151,6 +151,93 @@ static void random_fills(const char *model, unsigned long seed)
 	costmodel_destroy(cm);
 }
 
+/* The take of the old linear scan: fewest free GPUs >= t, lowest index. */
+static int reference_take(const struct costmodel_cluster *cl, uint16_t *mask,
+			  int gpu, int t)
+{
+	int best = -1, best_free = 99;
+
+	for (size_t i = 0; i < cl->nnodes; i++) {
+		int f = __builtin_popcount(mask[i]);
+
+		if (cl->nodes[i].gpu == gpu && f >= t && f < best_free) {
+			best = (int)i;
+			best_free = f;
+		}
+	}
+	for (int k = 0, taken = 0; best >= 0 && taken < t; k++)
+		if (mask[best] & (1u << k)) {
+			mask[best] &= (uint16_t)~(1u << k);
+			taken++;
+		}
+	return best;
+}
+
+/*
+ * The pool's best-fit take (bitsets over the nodes by type) chooses the
+ * node a scan of every node would, on clusters of interleaved types large
+ * enough to need several summary words, through copies and a reindex.
+ */
+static void pool_best_fit(void **state)
+{
+	struct costmodel *cm = fixture_load(dir, "toy");
+	unsigned long seed = 11;
+
+	for (int round = 0; round < 4; round++) {
+		size_t cap = 64 * 1024, len = 0;
+		char *json = malloc(cap);
+		struct costmodel_cluster *cl;
+		struct costmodel_pool pool, copy = { 0 };
+		uint16_t *mask;
+		int takes = 0;
+
+		assert_non_null(json);
+		len += (size_t)sprintf(json, "{\"nodes\":[");
+		for (int e = 0; e < 600; e++)
+			len += (size_t)snprintf(json + len, cap - len,
+				"%s{\"gpu\":\"%s\",\"gpus_per_node\":%u,\"count\":%u}",
+				e ? "," : "", rnd(&seed) % 2 ? "fast" : "slow",
+				1 + rnd(&seed) % 8, 1 + rnd(&seed) % 30);
+		snprintf(json + len, cap - len, "]}");
+		cl = fixture_cluster(cm, json);
+		free(json);
+		assert_true(cl->nnodes > 4096);
+		assert_int_equal(costmodel_pool_init(&pool, cl), 0);
+		mask = malloc(cl->nnodes * sizeof(*mask));
+		assert_non_null(mask);
+		memcpy(mask, pool.free_mask, cl->nnodes * sizeof(*mask));
+		for (;;) {
+			int gpu = (int)(rnd(&seed) % 2), t = 1 + (int)(rnd(&seed) % 8);
+			struct costmodel_group g;
+			int want = reference_take(cl, mask, gpu, t);
+			int rc = costmodel_pool_take(cl, &pool, gpu, t, &g);
+
+			if (want < 0) {
+				assert_int_equal(rc, -AR_EINFEASIBLE);
+				if (t == 1 && !pool.free_by_type[gpu])
+					break;
+				continue;
+			}
+			assert_int_equal(rc, 0);
+			assert_int_equal(g.node, want);
+			if (++takes % 997 == 0) {
+				/* A copy and a recount carry on where the pool was. */
+				assert_int_equal(costmodel_pool_copy(&copy, &pool), 0);
+				costmodel_pool_fini(&pool);
+				pool = copy;
+				memset(&copy, 0, sizeof(copy));
+				costmodel_pool_reindex(&pool, cl);
+			}
+		}
+		assert_true(takes > 1000);
+		assert_memory_equal(mask, pool.free_mask, cl->nnodes * sizeof(*mask));
+		free(mask);
+		costmodel_pool_fini(&pool);
+		costmodel_cluster_free(cl);
+	}
+	costmodel_destroy(cm);
+}
+
 static void dense_random(void **state)
 {
 	random_fills("toy", 42);
@@ -166,6 +253,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(dense_random),
 		cmocka_unit_test(moe_random),
+		cmocka_unit_test(pool_best_fit),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

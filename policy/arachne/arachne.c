@@ -172,6 +172,11 @@ static void batch_task(void *p, int thread, int i)
 	struct policy_rng rng;
 	int rc;
 
+	if (i > 0 && b->dl && planner_deadline_passed(b->dl)) {
+		b->rc[i] = -AR_ETIMEOUT;
+		snprintf(b->err[i], sizeof(b->err[i]), "budget spent");
+		return;
+	}
 	policy_rng_seed(&rng, b->seed, (uint64_t)k + 1);
 	rc = b->net ? policy_work_init(&w, 1) : 0;
 	if (rc == 0) {
@@ -359,7 +364,8 @@ int planner_arachne(const struct policy_request *req,
 		goto out;
 	}
 	*rollouts = (struct policy_batch){ .env = &env, .net = &net,
-					   .seed = req->seed, .n = ROLLOUTS };
+					   .seed = req->seed, .n = ROLLOUTS,
+					   .dl = &dl };
 	rc = rollouts_run(req, rollouts, threads, &climb.priced);
 	if (rc < 0)
 		goto out;

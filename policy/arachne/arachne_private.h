@@ -471,6 +471,9 @@ struct policy_batch {
 	unsigned long seed;
 	int first;
 	int n;				/* rollouts in this batch, <= POLICY_BATCH */
+	/* non-NULL: once it passes, rollouts after the batch's first are
+	 * not started (rc -AR_ETIMEOUT) */
+	const struct planner_deadline *dl;
 	struct policy_trace trace[POLICY_BATCH];
 	struct costmodel_plan *plan[POLICY_BATCH];	/* best plan of each; NULL: none */
 	int rc[POLICY_BATCH];

@@ -19,13 +19,7 @@ static const int node_sizes[] = { 1, 2, 4, 8 };
 
 void policy_compose_free(struct costmodel_cluster *cl)
 {
-	if (!cl)
-		return;
-	for (size_t i = 0; i < cl->nnodes; i++)
-		free(cl->nodes[i].name);
-	free(cl->nodes);
-	free(cl->name);
-	free(cl);
+	costmodel_cluster_free(cl);
 }
 
 /* Append @count nodes of @gpus GPUs of @type. */
@@ -133,6 +127,8 @@ struct costmodel_cluster *policy_compose_random(const struct costmodel *cm,
 		    add_nodes(cm, cl, &cap, t, size, (gpus + size - 1) / size) < 0)
 			goto err;
 	}
+	if (costmodel_cluster_index(cl) < 0)
+		goto err;
 	return cl;
 err:
 	policy_compose_free(cl);

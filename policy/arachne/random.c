@@ -34,7 +34,8 @@ int planner_random(const struct policy_request *req,
 	b = calloc(1, sizeof(*b));
 	if (!b)
 		return -ENOMEM;
-	*b = (struct policy_batch){ .env = &env, .seed = req->seed, .n = POLICY_BATCH };
+	*b = (struct policy_batch){ .env = &env, .seed = req->seed, .n = POLICY_BATCH,
+				    .dl = &dl };
 	/*
 	 * Rollouts are counted in index order whatever the threads, and a
 	 * batch's rollouts past the count are discarded, so the plan and
@@ -43,6 +44,8 @@ int planner_random(const struct policy_request *req,
 	while (!enough && !planner_deadline_passed(&dl)) {
 		policy_batch_run(b, planner_threads(req));
 		for (int i = 0; i < b->n && !enough; i++) {
+			if (b->rc[i] == -AR_ETIMEOUT)
+				break;	/* not started: the budget is spent */
 			if (b->rc[i] < 0) {
 				rc = b->rc[i] == -AR_EINFEASIBLE ?
 				     policy_explain_infeasible(req) :

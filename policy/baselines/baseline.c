@@ -491,16 +491,8 @@ void baseline_pool_restrict(struct costmodel_pool *pool,
 			    const struct costmodel_cluster *cl,
 			    const bool *keep)
 {
-	memset(pool->free_by_type, 0, sizeof(pool->free_by_type));
-	memset(pool->free_hist, 0, sizeof(pool->free_hist));
-	for (int i = 0; i < pool->nnodes; i++) {
-		int type = cl->nodes[i].gpu;
-		int nfree;
-
+	for (int i = 0; i < pool->nnodes; i++)
 		if (!keep[i])
 			pool->free_mask[i] = 0;
-		nfree = __builtin_popcount(pool->free_mask[i]);
-		pool->free_by_type[type] += nfree;
-		pool->free_hist[type][nfree]++;
-	}
+	costmodel_pool_reindex(pool, cl);
 }

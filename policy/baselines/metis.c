@@ -482,6 +482,10 @@ static int metis_groups(struct metis *mt, struct metis_pub *x, int i, int s,
 {
 	int rc;
 
+	/* The cuts alone can outlast any budget (10,000 node groups of
+	 * eight types: 40 s for a 10 s budget), leaf or none. */
+	if (baseline_search_expired(&mt->bs))
+		return 0;
 	if (stages_left == 0) {
 		if (left)
 			return 0;
@@ -508,6 +512,8 @@ static int metis_pub_counts(struct metis *mt, struct metis_pub *x, int i,
 {
 	int rc;
 
+	if (baseline_search_expired(&mt->bs))
+		return 0;
 	if (i == mt->ntypes - 1) {
 		int gpus = 0;
 

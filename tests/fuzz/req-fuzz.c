@@ -14,9 +14,8 @@
 #include "ar.h"
 #include "compose.h"
 #include "conf.h"
+#include "fuzz.h"
 #include "req.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct conf *fuzz_conf;
 
