@@ -525,7 +525,8 @@ static int migrate_after(const struct args *a, struct gpt_job *job,
  * job's scripts commit the change (a shrink releases nodes this run still
  * holds) and start the next segment on it.  Returns 1 after the move, 2
  * when the pending plan has GPUs this run does not (a join: another
- * allocation's ranks, docs/gpt.md), 0 when nothing is pending.
+ * allocation's ranks, docs/gpt.md), 0 when nothing is pending, and
+ * -AR_EABORT, the reason said, when the job must end.
  */
 static int plandir_change(const struct args *a, struct gpt_job *job,
 			  struct gpt_trainer *tr, unsigned gen, long step,
@@ -537,8 +538,12 @@ static int plandir_change(const struct args *a, struct gpt_job *job,
 	int rc;
 
 	rc = gpt_plandir_poll(job, a->plan_dir, gen, &next, op);
-	if (rc < 0 || !next)
-		return rc;
+	if (rc < 0 && job->rank == 0)
+		fprintf(stderr, "arachne-gpt: %s\n", ar_errmsg());
+	if (rc < 0)
+		return -AR_EABORT;
+	if (!next)
+		return 0;
 	rc = gpt_plandir_plan(a->plan_dir, next, path, sizeof(path));
 	if (rc == 0)
 		rc = load_plan(job, path, &t.gp);
@@ -551,9 +556,8 @@ static int plandir_change(const struct args *a, struct gpt_job *job,
 	}
 	t.path = path;
 	*newp = t.gp;
-	rc = migrate_after(a, job, tr, &t, gen);
-	if (rc < 0)
-		return rc;
+	if (migrate_after(a, job, tr, &t, gen) < 0)
+		return -AR_EABORT;
 	rc = gpt_ckpt_save(tr, a->checkpoint, step);
 	if (rc == 0)
 		rc = gpt_ckpt_drop(tr, a->checkpoint);
@@ -619,7 +623,16 @@ static int train(const struct args *a, struct gpt_job *job,
 		fprintf(stderr, "arachne-gpt: the checkpoint is of step %ld: nothing left to train\n",
 			first - 1);
 	last = first - 1;
-	for (long step = first; step <= a->steps; step++) {
+	/* A change that came between segments moves before any step. */
+	if (a->plan_dir) {
+		rc = plandir_change(a, job, &tr, gen, last, &moved);
+		if (rc < 0)
+			goto abort;
+		if (rc == 1)
+			goto done;
+		status = rc == 2 ? 3 : 0;
+	}
+	for (long step = first; step <= a->steps && !status; step++) {
 		double t0 = now_s(), loss = 0;
 
 		rc = gpt_trainer_step(&tr, data, step);
@@ -641,16 +654,11 @@ static int train(const struct args *a, struct gpt_job *job,
 		}
 		if (a->plan_dir) {
 			rc = plandir_change(a, job, &tr, gen, step, &moved);
-			if (rc == -AR_EABORT)
-				goto abort;
 			if (rc < 0)
-				goto fail;
+				goto abort;
 			if (rc == 1)
 				goto done;
-			if (rc == 2) {
-				status = 3;
-				break;
-			}
+			status = rc == 2 ? 3 : 0;
 		}
 	}
 	if (a->checkpoint &&
