@@ -372,8 +372,8 @@ static int plandir_open(const struct args *a, struct gpt_job *job,
 			struct costmodel_cluster **clp, unsigned *genp,
 			struct gpt_plan **gpp, const char **resumep)
 {
-	char path[4096], mpath[4096], what[4200];
-	json_t *comp = NULL, *p1 = NULL, *p2 = NULL;
+	char path[4096], what[4200];
+	json_t *comp = NULL;
 	unsigned mark = 0;
 	int rc;
 
@@ -397,20 +397,11 @@ static int plandir_open(const struct args *a, struct gpt_job *job,
 		rc = load_plan(job, path, gpp);
 	if (rc < 0 || !mark)
 		return rc;
-	if (mark != *genp) {
-		rc = gpt_plandir_plan(a->plan_dir, mark, mpath, sizeof(mpath));
-		if (rc < 0)
-			return rc;
-		p1 = ar_json_load_file(path);
-		p2 = ar_json_load_file(mpath);
-		if (!p1 || !p2 || !json_equal(p1, p2))
-			rc = ar_seterr(-AR_EINVAL, "%s: its state is of generation %u, the job's is in generation %u, another plan",
-				       a->checkpoint, mark, *genp);
-		json_decref(p1);
-		json_decref(p2);
-	}
+	if (mark != *genp && !gpt_plandir_same(a->plan_dir, mark, *genp))
+		return ar_seterr(-AR_EINVAL, "%s: its state is of generation %u, the job's is in generation %u, another plan",
+				 a->checkpoint, mark, *genp);
 	*resumep = a->checkpoint;
-	return rc;
+	return 0;
 }
 
 /* ---------------------------------------------------------------------
@@ -529,15 +520,24 @@ static int migrate_after(const struct args *a, struct gpt_job *job,
  * -AR_EABORT, the reason said, when the job must end.
  */
 static int plandir_change(const struct args *a, struct gpt_job *job,
-			  struct gpt_trainer *tr, unsigned gen, long step,
+			  struct gpt_trainer *tr, unsigned *genp, long step,
 			  struct gpt_plan **newp)
 {
 	struct then t = { .step = step };
 	char path[4096], op[16];
-	unsigned next;
+	unsigned gen = *genp, now, next;
 	int rc;
 
-	rc = gpt_plandir_poll(job, a->plan_dir, gen, &next, op);
+	rc = gpt_plandir_poll(job, a->plan_dir, gen, &now, &next, op);
+	/* A replan to the same plan (a step that found the allocation
+	 * changed, after an abort): nothing moves, the run goes on. */
+	if (rc == 0 && now != gen && !next) {
+		if (gpt_plandir_same(a->plan_dir, gen, now))
+			*genp = now;
+		else
+			rc = ar_seterr(-AR_EINVAL, "%s: generation %u replaced generation %u without a migration: its state is lost",
+				       a->plan_dir, now, gen);
+	}
 	if (rc < 0 && job->rank == 0)
 		fprintf(stderr, "arachne-gpt: %s\n", ar_errmsg());
 	if (rc < 0)
@@ -625,7 +625,7 @@ static int train(const struct args *a, struct gpt_job *job,
 	last = first - 1;
 	/* A change that came between segments moves before any step. */
 	if (a->plan_dir) {
-		rc = plandir_change(a, job, &tr, gen, last, &moved);
+		rc = plandir_change(a, job, &tr, &gen, last, &moved);
 		if (rc < 0)
 			goto abort;
 		if (rc == 1)
@@ -653,7 +653,7 @@ static int train(const struct args *a, struct gpt_job *job,
 			next++;
 		}
 		if (a->plan_dir) {
-			rc = plandir_change(a, job, &tr, gen, step, &moved);
+			rc = plandir_change(a, job, &tr, &gen, step, &moved);
 			if (rc < 0)
 				goto abort;
 			if (rc == 1)

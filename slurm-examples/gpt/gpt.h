@@ -425,12 +425,16 @@ int gpt_ckpt_marked(const char *dir, unsigned *genp);
  */
 int gpt_plandir_start(const struct gpt_job *job, const char *dir,
 		      unsigned mark, unsigned *genp, json_t **clusterp);
-/* A change pending from generation @cur: *@nextp its generation (0: none),
+/* The generation the state is in now (*@statep), given that the trainer
+ * runs @cur; a change pending from @cur: *@nextp its generation (0: none),
  * @op its kind (join, shrink, leave). */
 int gpt_plandir_poll(const struct gpt_job *job, const char *dir,
-		     unsigned cur, unsigned *nextp, char op[16]);
+		     unsigned cur, unsigned *statep, unsigned *nextp,
+		     char op[16]);
 /* DIR/plan.GEN.json into @buf. */
 int gpt_plandir_plan(const char *dir, unsigned gen, char *buf, size_t size);
+/* Generations @g1 and @g2 have the same plan (each rank reads both). */
+bool gpt_plandir_same(const char *dir, unsigned g1, unsigned g2);
 
 /* ---------------------------------------------------------------------
  * Live migration (live.c).

@@ -141,19 +141,19 @@ int gpt_plandir_start(const struct gpt_job *job, const char *dir,
 }
 
 int gpt_plandir_poll(const struct gpt_job *job, const char *dir,
-		     unsigned cur, unsigned *nextp, char op[16])
+		     unsigned cur, unsigned *statep, unsigned *nextp,
+		     char op[16])
 {
 	struct plandir_answer a;
 	int rc;
 
 	*nextp = 0;
+	*statep = 0;
 	/* the state is in @cur: a pending @cur is the trainer's own move */
 	rc = plandir_ask(job, dir, cur, cur, &a, NULL);
 	if (rc < 0)
 		return rc;
-	if (a.gen != cur && !a.next)
-		return ar_seterr(-AR_EINVAL, "%s: the state is in generation %u, this run trains generation %u",
-				 dir, a.gen, cur);
+	*statep = a.gen;
 	*nextp = a.next;
 	memcpy(op, a.op, 16);
 	return 0;
@@ -166,4 +166,35 @@ int gpt_plandir_plan(const char *dir, unsigned gen, char *buf, size_t size)
 	if (n < 0 || (size_t)n >= size)
 		return ar_seterr(-ENAMETOOLONG, "%s: path too long", dir);
 	return 0;
+}
+
+/* What the trainer runs of a plan; its predictions and its planner's name
+ * may differ between two answers with the same layout. */
+static const char *const plandir_keys[] = {
+	"model", "global_batch", "seq_len", "micro_batch", "recompute",
+	"distributed_optimizer",
+	"templates", NULL
+};
+
+bool gpt_plandir_same(const char *dir, unsigned g1, unsigned g2)
+{
+	char p1[4096], p2[4096];
+	json_t *j1, *j2;
+	bool same;
+
+	if (gpt_plandir_plan(dir, g1, p1, sizeof(p1)) < 0 ||
+	    gpt_plandir_plan(dir, g2, p2, sizeof(p2)) < 0)
+		return false;
+	j1 = ar_json_load_file(p1);
+	j2 = ar_json_load_file(p2);
+	same = j1 && j2;
+	for (int i = 0; same && plandir_keys[i]; i++) {
+		const json_t *v1 = json_object_get(j1, plandir_keys[i]);
+		const json_t *v2 = json_object_get(j2, plandir_keys[i]);
+
+		same = (!v1 && !v2) || (v1 && v2 && json_equal(v1, v2));
+	}
+	json_decref(j1);
+	json_decref(j2);
+	return same;
 }
