@@ -104,7 +104,7 @@ test_expect_success PLANNERD 'B asks to join: arachne-gpt stops with the reason,
 
 test_expect_success PLANNERD 'A trains to the end on node1; every step has the uninterrupted loss' '
 	A=$(cat A.job) &&
-	slurm_wait_gone $A &&
+	ar_wait_until 3000 "job $A to end" slurm_job_gone $A &&
 	test "$(slurm_job_state $A)" = COMPLETED &&
 	cat A.log &&
 	mbs=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[\"micro_batch\"])" plan1.json) &&
