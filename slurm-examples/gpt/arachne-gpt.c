@@ -44,6 +44,7 @@ struct args {
 	const char *profiles;
 	const char *checkpoint;
 	const char *resume;
+	const char *plan_dir;
 	int micro_batch;
 	struct gpt_adamw opt;
 	double timeout_s;
@@ -57,6 +58,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: arachne-gpt --model NAME --steps N --seed S [--data FILE]\n"
 		"                   [--plan PLAN.json --cluster C.json] [--then STEP:PLAN.json ...]\n"
+		"                   [--plan-dir DIR --checkpoint CKPT]\n"
 		"Train a small GPT on one process, or under mpirun/srun on exactly the given\n"
 		"plan (one rank per GPU of the cluster), moving the live state when the plan\n"
 		"changes.  Rank 0 prints \"step K loss X\" after every step.\n"
@@ -68,6 +70,9 @@ static void usage(FILE *f)
 		"  -P, --plan FILE         a plan JSON (arachne-plan --format json)\n"
 		"  -c, --cluster FILE      the cluster the plans are placed on\n"
 		"  -t, --then STEP:FILE    after step STEP, move to the plan in FILE\n"
+		"      --plan-dir DIR      an elastic job's plan directory ($ARACHNE_PLAN_DIR):\n"
+		"                          train its plan, resume from --checkpoint, and at a\n"
+		"                          pending change move the state and stop\n"
 		"  -b, --micro-batch N     one process: micro-batch size (default 1)\n"
 		"      --checkpoint DIR    write the state there before each plan change and\n"
 		"                          at the end (one file per rank)\n"
@@ -123,7 +128,8 @@ static bool parse_double(const char *s, double lo, double hi, double *v)
 
 static int parse_args(int argc, char **argv, int rank, struct args *a)
 {
-	enum { OPT_LR = 256, OPT_WD, OPT_TIMEOUT, OPT_CHECKPOINT, OPT_RESUME };
+	enum { OPT_LR = 256, OPT_WD, OPT_TIMEOUT, OPT_CHECKPOINT, OPT_RESUME,
+	       OPT_PLAN_DIR };
 	static const struct option opts[] = {
 		{ "model", required_argument, NULL, 'm' },
 		{ "steps", required_argument, NULL, 'n' },
@@ -138,6 +144,7 @@ static int parse_args(int argc, char **argv, int rank, struct args *a)
 		{ "timeout-s", required_argument, NULL, OPT_TIMEOUT },
 		{ "checkpoint", required_argument, NULL, OPT_CHECKPOINT },
 		{ "resume", required_argument, NULL, OPT_RESUME },
+		{ "plan-dir", required_argument, NULL, OPT_PLAN_DIR },
 		{ "profiles", required_argument, NULL, 'p' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
@@ -224,6 +231,9 @@ static int parse_args(int argc, char **argv, int rank, struct args *a)
 		case OPT_RESUME:
 			a->resume = optarg;
 			break;
+		case OPT_PLAN_DIR:
+			a->plan_dir = optarg;
+			break;
 		case 'p':
 			a->profiles = optarg;
 			break;
@@ -251,6 +261,10 @@ static int parse_args(int argc, char **argv, int rank, struct args *a)
 		return bad_input(rank, "unexpected argument '%s'", argv[optind]);
 	if (!a->model || !a->steps || !have_seed)
 		return bad_input(rank, "--model, --steps and --seed are required (--help)");
+	if (a->plan_dir && (a->plan || a->cluster || a->nthen || a->resume))
+		return bad_input(rank, "--plan-dir takes the plans and the cluster from the plan directory: no --plan, --cluster, --then or --resume");
+	if (a->plan_dir && !a->checkpoint)
+		return bad_input(rank, "--plan-dir needs --checkpoint DIR: the state between the job's segments");
 	if (!a->plan != !a->cluster)
 		return bad_input(rank, "--plan and --cluster go together");
 	if (a->nthen && !a->plan)
@@ -337,6 +351,59 @@ static int load_plan(const struct gpt_job *job, const char *path,
 	return 0;
 }
 
+static int check_size(const struct gpt_job *job, const char *what)
+{
+	int gpus = costmodel_cluster_total_gpus(job->cl);
+
+	if (gpus != job->size)
+		return ar_seterr(-AR_EINVAL, "%s has %d GPUs but %d ranks were started: start one rank per GPU",
+				 what, gpus, job->size);
+	return 0;
+}
+
+/*
+ * --plan-dir: the generation the job's state is in, its composition as
+ * the cluster, its plan, and the checkpoint to resume from when there is
+ * one.  A checkpoint of another generation is taken only when that
+ * generation's plan is the same (an aborted change makes the plan before
+ * it the next generation).
+ */
+static int plandir_open(const struct args *a, struct gpt_job *job,
+			struct costmodel_cluster **clp, unsigned *genp,
+			struct gpt_plan **gpp, const char **resumep)
+{
+	char path[4096], what[4200];
+	json_t *comp = NULL;
+	unsigned mark = 0;
+	int rc;
+
+	rc = gpt_ckpt_marked(a->checkpoint, &mark);
+	if (rc == 0)
+		rc = gpt_plandir_start(job, a->plan_dir, mark, genp, &comp);
+	if (rc == 0)
+		rc = costmodel_cluster_from_json(job->cm, comp, clp);
+	json_decref(comp);
+	if (rc < 0)
+		return ar_seterr(rc, "%s: %s", a->plan_dir, ar_errmsg());
+	job->cl = *clp;
+	snprintf(what, sizeof(what), "%s: generation %u's composition",
+		 a->plan_dir, *genp);
+	rc = check_size(job, what);
+	if (rc == 0)
+		rc = gpt_plandir_plan(a->plan_dir, *genp, path, sizeof(path));
+	if (rc == 0)
+		rc = map_ranks(job);
+	if (rc == 0)
+		rc = load_plan(job, path, gpp);
+	if (rc < 0 || !mark)
+		return rc;
+	if (mark != *genp && !gpt_plandir_same(a->plan_dir, mark, *genp))
+		return ar_seterr(-AR_EINVAL, "%s: its state is of generation %u, the job's is in generation %u, another plan",
+				 a->checkpoint, mark, *genp);
+	*resumep = a->checkpoint;
+	return 0;
+}
+
 /* ---------------------------------------------------------------------
  * Progress.
  * ------------------------------------------------------------------- */
@@ -398,8 +465,26 @@ static int resume_step(const struct gpt_job *job, int rc, long step,
 	return 0;
 }
 
+/*
+ * Every rank wrote its file of the checkpoint: rank 0 marks it as of plan
+ * generation @gen (with --plan-dir; without it, nothing to mark).
+ */
+static int checkpoint_mark(const struct args *a, const struct gpt_job *job,
+			   unsigned gen)
+{
+	int rc = 0;
+
+	if (!a->plan_dir)
+		return 0;
+	gpt_barrier(job->comm);
+	if (job->rank == 0)
+		rc = gpt_ckpt_mark(a->checkpoint, gen);
+	return rc;
+}
+
 static int migrate_after(const struct args *a, struct gpt_job *job,
-			 struct gpt_trainer *tr, const struct then *t)
+			 struct gpt_trainer *tr, const struct then *t,
+			 unsigned gen)
 {
 	struct gpt_live_opts lo = { .timeout_s = a->timeout_s,
 				    .verbose = a->verbose };
@@ -407,6 +492,8 @@ static int migrate_after(const struct args *a, struct gpt_job *job,
 
 	if (a->checkpoint)
 		rc = gpt_ckpt_save(tr, a->checkpoint, t->step);
+	if (rc == 0)
+		rc = checkpoint_mark(a, job, gen);
 	if (rc < 0) {
 		fprintf(stderr, "arachne-gpt: rank %d: checkpoint before the migration after step %ld: %s\n",
 			job->rank, t->step, ar_errmsg());
@@ -422,27 +509,98 @@ static int migrate_after(const struct args *a, struct gpt_job *job,
 	return rc;
 }
 
-static int train(const struct args *a, struct gpt_job *job,
-		 struct gpt_plan *gp, struct gpt_data *data)
+/*
+ * --plan-dir: a change pending from generation @gen after step @step.
+ * The state moves to its place in the pending plan in-process, is written
+ * as the checkpoint of that generation, and the run stops so that the
+ * job's scripts commit the change (a shrink releases nodes this run still
+ * holds) and start the next segment on it.  Returns 1 after the move, 2
+ * when the pending plan has GPUs this run does not (a join: another
+ * allocation's ranks, docs/gpt.md), 0 when nothing is pending, and
+ * -AR_EABORT, the reason said, when the job must end.
+ */
+static int plandir_change(const struct args *a, struct gpt_job *job,
+			  struct gpt_trainer *tr, unsigned *genp, long step,
+			  struct gpt_plan **newp)
 {
+	struct then t = { .step = step };
+	char path[4096], op[16];
+	unsigned gen = *genp, now, next;
+	int rc;
+
+	rc = gpt_plandir_poll(job, a->plan_dir, gen, &now, &next, op);
+	/* A replan to the same plan (a step that found the allocation
+	 * changed, after an abort): nothing moves, the run goes on. */
+	if (rc == 0 && now != gen && !next) {
+		if (gpt_plandir_same(a->plan_dir, gen, now))
+			*genp = now;
+		else
+			rc = ar_seterr(-AR_EINVAL, "%s: generation %u replaced generation %u without a migration: its state is lost",
+				       a->plan_dir, now, gen);
+	}
+	if (rc < 0 && job->rank == 0)
+		fprintf(stderr, "arachne-gpt: %s\n", ar_errmsg());
+	if (rc < 0)
+		return -AR_EABORT;
+	if (!next)
+		return 0;
+	rc = gpt_plandir_plan(a->plan_dir, next, path, sizeof(path));
+	if (rc == 0)
+		rc = load_plan(job, path, &t.gp);
+	if (rc < 0) {
+		/* Every rank read the same plan and failed alike. */
+		if (job->rank == 0)
+			fprintf(stderr, "arachne-gpt: generation %u (%s): %s: the plan needs GPUs this run does not have, and arachne-gpt cannot yet take in the ranks of another allocation (docs/gpt.md); stopping after step %ld with the state of generation %u in %s\n",
+				next, op, ar_errmsg(), step, gen, a->checkpoint);
+		return 2;
+	}
+	t.path = path;
+	*newp = t.gp;
+	if (migrate_after(a, job, tr, &t, gen) < 0)
+		return -AR_EABORT;
+	rc = gpt_ckpt_save(tr, a->checkpoint, step);
+	if (rc == 0)
+		rc = gpt_ckpt_drop(tr, a->checkpoint);
+	if (rc == 0)
+		rc = checkpoint_mark(a, job, next);
+	if (rc < 0) {
+		fprintf(stderr, "arachne-gpt: rank %d: the checkpoint of generation %u: %s\n",
+			job->rank, next, ar_errmsg());
+		return -AR_EABORT;
+	}
+	if (job->rank == 0)
+		fprintf(stderr, "arachne-gpt: generation %u (%s): the state moved after step %ld; stopping for the job's scripts to commit it\n",
+		       next, op, step);
+	return 1;
+}
+
+/*
+ * @gen: the plan directory's generation of @gp (--plan-dir), 0 without
+ * one.  Returns the exit status.
+ */
+static int train(const struct args *a, struct gpt_job *job,
+		 struct gpt_plan *gp, struct gpt_data *data, unsigned gen,
+		 const char *resume)
+{
+	struct gpt_plan *moved = NULL;
 	struct gpt_trainer tr;
 	double t_start = now_s();
-	long first = 1, k = -1;
-	int next = 0, rc;
+	long first = 1, k = -1, last;
+	int next = 0, rc, status = 0;
 
 	rc = gpt_trainer_create(&tr, job, gp, a->seed, &a->opt);
 	if (rc == 0)
 		rc = gpt_trainer_comms(&tr);
 	if (rc < 0)
 		goto fail;
-	if (a->resume) {
-		rc = gpt_ckpt_load(&tr, a->resume, &k);
+	if (resume) {
+		rc = gpt_ckpt_load(&tr, resume, &k);
 		if (rc < 0)
 			fprintf(stderr, "arachne-gpt: rank %d: %s\n", job->rank,
 				ar_errmsg());
 		else if (k >= 0 && gpt_shard_step(&tr.shard, &job->cfg) != k)
 			rc = ar_seterr(-AR_EINVAL, "%s: the state inside is of step %u, its index says %ld",
-				       a->resume,
+				       resume,
 				       gpt_shard_step(&tr.shard, &job->cfg), k);
 		rc = resume_step(job, rc, k, &first);
 		if (rc < 0)
@@ -457,11 +615,24 @@ static int train(const struct args *a, struct gpt_job *job,
 		goto fail;
 	/* A checkpoint written before a plan change resumes with the change. */
 	if (next < a->nthen && a->then[next].step == first - 1) {
-		if (migrate_after(a, job, &tr, &a->then[next]) < 0)
+		if (migrate_after(a, job, &tr, &a->then[next], 0) < 0)
 			goto abort;
 		next++;
 	}
-	for (long step = first; step <= a->steps; step++) {
+	if (job->rank == 0 && first > a->steps)
+		fprintf(stderr, "arachne-gpt: the checkpoint is of step %ld: nothing left to train\n",
+			first - 1);
+	last = first - 1;
+	/* A change that came between segments moves before any step. */
+	if (a->plan_dir) {
+		rc = plandir_change(a, job, &tr, &gen, last, &moved);
+		if (rc < 0)
+			goto abort;
+		if (rc == 1)
+			goto done;
+		status = rc == 2 ? 3 : 0;
+	}
+	for (long step = first; step <= a->steps && !status; step++) {
 		double t0 = now_s(), loss = 0;
 
 		rc = gpt_trainer_step(&tr, data, step);
@@ -475,27 +646,41 @@ static int train(const struct args *a, struct gpt_job *job,
 			progress(a, job, step, loss, now_s() - t0,
 				 now_s() - t_start);
 		}
+		last = step;
 		if (next < a->nthen && a->then[next].step == step) {
-			if (migrate_after(a, job, &tr, &a->then[next]) < 0)
+			if (migrate_after(a, job, &tr, &a->then[next], 0) < 0)
 				goto abort;
 			next++;
 		}
+		if (a->plan_dir) {
+			rc = plandir_change(a, job, &tr, &gen, step, &moved);
+			if (rc < 0)
+				goto abort;
+			if (rc == 1)
+				goto done;
+			status = rc == 2 ? 3 : 0;
+		}
 	}
-	if (a->checkpoint && gpt_ckpt_save(&tr, a->checkpoint, a->steps) < 0) {
+	if (a->checkpoint &&
+	    (gpt_ckpt_save(&tr, a->checkpoint, last) < 0 ||
+	     checkpoint_mark(a, job, gen) < 0)) {
 		fprintf(stderr, "arachne-gpt: rank %d: checkpoint: %s\n",
 			job->rank, ar_errmsg());
 		goto abort;
 	}
+done:
 	gpt_trainer_destroy(&tr);
+	gpt_plan_free(moved);
 	/* Idle and finished ranks wait here, not spinning in MPI_Finalize. */
 	gpt_barrier(job->comm);
-	return 0;
+	return status;
 fail:
 	if (rc != -AR_EABORT)
 		fprintf(stderr, "arachne-gpt: rank %d: %s\n", job->rank,
 			*ar_errmsg() ? ar_errmsg() : ar_strerror(rc));
 abort:
 	gpt_trainer_destroy(&tr);
+	gpt_plan_free(moved);
 	/* Peers may wait on this rank forever: end the job. */
 	MPI_Abort(job->comm, 1);
 	return 1;
@@ -508,6 +693,8 @@ static int run(int argc, char **argv, struct gpt_job *job)
 	struct costmodel_cluster *cl = NULL;
 	struct gpt_plan *gp = NULL;
 	struct gpt_data data = { 0 };
+	const char *resume;
+	unsigned gen = 0;
 	struct args a;
 	int rc;
 
@@ -527,20 +714,23 @@ static int run(int argc, char **argv, struct gpt_job *job)
 		rc = bad_input(job->rank, "%s", ar_errmsg());
 		goto out;
 	}
-	if (a.cluster) {
+	resume = a.resume;
+	if (a.plan_dir) {
+		rc = plandir_open(&a, job, &cl, &gen, &gp, &resume);
+		if (rc < 0) {
+			rc = bad_input(job->rank, "%s", ar_errmsg());
+			goto out;
+		}
+	} else if (a.cluster) {
 		rc = costmodel_cluster_load(cm, a.cluster, &cl);
 		if (rc < 0) {
 			rc = bad_input(job->rank, "%s", ar_errmsg());
 			goto out;
 		}
 		job->cl = cl;
-		if (costmodel_cluster_total_gpus(cl) != job->size) {
-			rc = bad_input(job->rank, "%s has %d GPUs but %d ranks were started: start one rank per GPU",
-				       a.cluster, costmodel_cluster_total_gpus(cl),
-				       job->size);
-			goto out;
-		}
-		rc = map_ranks(job);
+		rc = check_size(job, a.cluster);
+		if (rc == 0)
+			rc = map_ranks(job);
 		if (rc == 0)
 			rc = load_plan(job, a.plan, &gp);
 		for (int i = 0; i < a.nthen && rc == 0; i++)
@@ -579,7 +769,7 @@ static int run(int argc, char **argv, struct gpt_job *job)
 	}
 	if (openblas_set_num_threads)
 		openblas_set_num_threads(1);
-	rc = train(&a, job, gp, &data);
+	rc = train(&a, job, gp, &data, gen, resume);
 out:
 	for (int i = 0; i < a.nthen; i++)
 		gpt_plan_free(a.then[i].gp);

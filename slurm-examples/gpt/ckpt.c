@@ -203,3 +203,52 @@ out:
 	close(fd);
 	return rc;
 }
+
+int gpt_ckpt_drop(const struct gpt_trainer *tr, const char *dir)
+{
+	char path[4096];
+	int rc;
+
+	if (tr->shard.state)
+		return 0;
+	if ((rc = ckpt_path(path, sizeof(path), tr->job, dir, false)) < 0)
+		return rc;
+	if (unlink(path) < 0 && errno != ENOENT)
+		return ar_seterr(-errno, "%s: %s", path, strerror(errno));
+	return 0;
+}
+
+/*
+ * DIR/generation: the plan generation the checkpoint's files are in, one
+ * decimal line, written by rank 0 after every rank wrote its file.
+ */
+int gpt_ckpt_mark(const char *dir, unsigned gen)
+{
+	char path[4096], line[32];
+	int n = snprintf(line, sizeof(line), "%u\n", gen);
+
+	snprintf(path, sizeof(path), "%s/generation", dir);
+	if (ar_file_write_atomic(path, line, (size_t)n, 0644) < 0)
+		return ar_seterr(-AR_EINVAL, "%s: %s", path, ar_errmsg());
+	return 0;
+}
+
+int gpt_ckpt_marked(const char *dir, unsigned *genp)
+{
+	char path[4096];
+	unsigned gen;
+	FILE *f;
+	int rc = 0;
+
+	*genp = 0;
+	snprintf(path, sizeof(path), "%s/generation", dir);
+	f = fopen(path, "r");
+	if (!f)
+		return errno == ENOENT ? 0 : ar_seterr(-errno, "%s: %s", path, strerror(errno));
+	if (fscanf(f, "%u", &gen) != 1 || !gen)
+		rc = ar_seterr(-AR_EINVAL, "%s: expected a plan generation", path);
+	else
+		*genp = gen;
+	fclose(f);
+	return rc;
+}

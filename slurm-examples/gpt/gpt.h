@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
 #include <mpi.h>
 
 #include "costmodel.h"
@@ -406,6 +407,34 @@ int gpt_ckpt_save(const struct gpt_trainer *tr, const char *dir, long step);
  * rank's layers and units of the plan.
  */
 int gpt_ckpt_load(struct gpt_trainer *tr, const char *dir, long *stepp);
+/* A rank left without state by a migration removes its file of @dir. */
+int gpt_ckpt_drop(const struct gpt_trainer *tr, const char *dir);
+/* DIR/generation: the plan generation @dir's files are in (0: none). */
+int gpt_ckpt_mark(const char *dir, unsigned gen);
+int gpt_ckpt_marked(const char *dir, unsigned *genp);
+
+/* ---------------------------------------------------------------------
+ * An elastic job's plan directory (plandir.c, docs/elastic.md).
+ * Collective: rank 0 reads DIR/state.json and broadcasts what it found.
+ * ------------------------------------------------------------------- */
+
+/*
+ * The generation the job's state is in (*@genp) and its composition
+ * (*@clusterp, a cluster JSON), given the generation @mark the
+ * checkpoint is in (0: none).
+ */
+int gpt_plandir_start(const struct gpt_job *job, const char *dir,
+		      unsigned mark, unsigned *genp, json_t **clusterp);
+/* The generation the state is in now (*@statep), given that the trainer
+ * runs @cur; a change pending from @cur: *@nextp its generation (0: none),
+ * @op its kind (join, shrink, leave). */
+int gpt_plandir_poll(const struct gpt_job *job, const char *dir,
+		     unsigned cur, unsigned *statep, unsigned *nextp,
+		     char op[16]);
+/* DIR/plan.GEN.json into @buf. */
+int gpt_plandir_plan(const char *dir, unsigned gen, char *buf, size_t size);
+/* Generations @g1 and @g2 have the same plan (each rank reads both). */
+bool gpt_plandir_same(const char *dir, unsigned g1, unsigned g2);
 
 /* ---------------------------------------------------------------------
  * Live migration (live.c).

@@ -1,0 +1,117 @@
+#!/bin/sh
+test_description='an elastic job of arachne-gpt on a live Slurm
+
+slurm-examples/train-elastic.sbatch with its default trainer, arachne-gpt,
+on two nodes of two GPU types: the plan comes from plannerd, a shrink is
+asked while it trains, arachne-gpt moves its live state in-process while
+node2 is held, the script commits (node2 is released) and the next segment
+trains on node1 alone.  Every step of the job must print the loss of the
+uninterrupted one-process run to 1e-5 relative.  A join is refused (the
+trainer cannot yet take in ranks of another allocation): the change is
+aborted and training goes on.'
+. "$(dirname "$0")/lib.sh"
+
+: "${MPIRUN:=$(command -v mpirun)}"
+if ! test -x "$ARACHNE_GPT" || ! test -x "$MPIRUN"; then
+	skip_all='arachne-gpt or mpirun not built/found (configure --with-mpi)'
+	test_done
+fi
+
+# slurm_setup unsets every ARACHNE_* of the environment.
+GPT_BIN=$ARACHNE_GPT
+SLURM_CLUSTER_NODES="node1:h100:2 node2:a6000:2 node3:h100:2"
+export SLURM_CLUSTER_NODES
+slurm_setup 17150
+cd "$SLURM_DIR/work" || exit 1
+EXAMPLES="$top_srcdir/slurm-examples"
+STEPS=30
+
+# wait_grep PATTERN FILE [TENTHS]: until FILE has a line matching, bounded.
+wait_grep() {
+	ar_wait_until "${3:-1200}" "/$1/ in $2" grep -q "$1" "$2" || {
+		cat "$2" >&2
+		return 1
+	}
+}
+
+test_expect_success PLANNERD 'setup: plannerd, the example script with arachne-gpt' '
+	# GPUs of 1 TFLOPS: gpt-tiny is then worth every GPU of the job.
+	cp -R "$top_srcdir/profiles" profiles &&
+	chmod -R u+w profiles &&
+	for g in h100 a6000; do
+		sed -i "s/^peak_tflops = [0-9.]*/peak_tflops = 1/" profiles/gpus/$g.ini &&
+		"$top_builddir/costmodel/arachne-profile" synth -q --model gpt-tiny \
+			--gpu $g --profiles profiles || return 1
+	done &&
+	AR_PROFILES=$PWD/profiles && export AR_PROFILES &&
+	slurm_plannerd_start &&
+	mkdir bin &&
+	ln -s "$top_builddir/plannerd/arachnectl" "$GPT_BIN" \
+		"$top_builddir/migrate/arachne-migrate" bin/ &&
+	# The launcher: Slurm'"'"'s PMIx cannot run two slurmd of one host, so
+	# Open MPI'"'"'s mpirun starts the ranks (through srun), two per node; it
+	# needs the tasks per node that a resize script unsets.  Every "node"
+	# is this host: its ranks must not take each other for neighbours in
+	# shared memory.
+	cat >bin/mpirun-job <<-EOF &&
+	#!/bin/sh
+	SLURM_TASKS_PER_NODE="2(x\$SLURM_NNODES)" exec "$MPIRUN" --allow-run-as-root --map-by ppr:2:node "\$@"
+	EOF
+	chmod +x bin/mpirun-job &&
+	PATH=$PWD/bin:$PATH STATE=$PWD/state SEGMENTS=12 STEPS=$STEPS SEED=9 \
+	LAUNCH=mpirun-job OMPI_MCA_btl=self,tcp &&
+	export PATH STATE SEGMENTS STEPS SEED LAUNCH OMPI_MCA_btl
+'
+
+test_expect_success PLANNERD 'job A trains generation 1 on node1 and node2' '
+	A=$(sbatch --parsable -o A.log -w node1,node2 -N2 --ntasks-per-node=2 \
+		--gres=gpu:2 "$EXAMPLES/train-elastic.sbatch") &&
+	echo $A >A.job &&
+	slurm_wait_for "$SLURM_PLAN_DIR/$A/plan.1.json" &&
+	wait_grep "^step 3 loss " A.log &&
+	cp "$SLURM_PLAN_DIR/$A/plan.1.json" plan1.json &&
+	grep "\"node\": \"node2\"" plan1.json &&
+	test "$(cat state/generation 2>/dev/null || echo none)" = none
+'
+
+test_expect_success PLANNERD 'A shrinks while it trains: arachne-gpt moves the state, node2 goes' '
+	A=$(cat A.job) &&
+	arachnectl -s "$SLURM_PLANNERD_SOCK" --plan-dir "$SLURM_PLAN_DIR" \
+		shrink $A --nodes 1 >shrink.out &&
+	cat shrink.out &&
+	grep "job $A: generation 2 (shrink): node2 leaves" shrink.out &&
+	wait_grep "generation 2 (shrink) done" A.log &&
+	cat A.log &&
+	grep "arachne-gpt: generation 2 (shrink): the state moved after step [0-9]*; stopping" A.log &&
+	grep "generation 2 (shrink) committed: node2 released" A.log &&
+	test "$(cat state/generation)" = 2 &&
+	! ls state | grep node2 &&
+	test "$(squeue -h -j $A -o %N)" = node1
+'
+
+test_expect_success PLANNERD 'B asks to join: arachne-gpt stops with the reason, the change is aborted' '
+	A=$(cat A.job) &&
+	B=$(GRACE=10 sbatch --parsable -o B.log -w node3 -N1 --ntasks-per-node=2 \
+		--gres=gpu:2 --arachne=join=$A "$EXAMPLES/join-gpus.sbatch") &&
+	echo $B >B.job &&
+	wait_grep "generation 3 (join): .*cannot yet take in the ranks of another allocation" A.log &&
+	wait_grep "generation 3 (join) abandoned: the trainer did not move the state" A.log 1800 &&
+	# B'"'"'s arachne-migrate would wait out the join'"'"'s deadline for ranks
+	# that never come: its user ends it.
+	scancel $B &&
+	slurm_wait_gone $B
+'
+
+test_expect_success PLANNERD 'A trains to the end on node1; every step has the uninterrupted loss' '
+	A=$(cat A.job) &&
+	ar_wait_until 3000 "job $A to end" slurm_job_gone $A &&
+	test "$(slurm_job_state $A)" = COMPLETED &&
+	cat A.log &&
+	mbs=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[\"micro_batch\"])" plan1.json) &&
+	"$GPT_BIN" --model gpt-tiny --steps $STEPS --seed 9 --micro-batch $mbs \
+		-q >ref.out &&
+	grep "^step " A.log >steps.out &&
+	"$GPT_CHECK" losses steps.out ref.out
+'
+
+test_done

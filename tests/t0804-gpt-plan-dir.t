@@ -1,0 +1,113 @@
+#!/bin/sh
+test_description='arachne-gpt follows an elastic job'\''s plan directory
+
+With --plan-dir, arachne-gpt trains the generation the job'\''s state is in
+(state.json, plan.G.json), resumes from its --checkpoint, and at a change
+pending from that generation (found before its first step or after any
+step) moves its live state in-process, writes the checkpoint of the new
+generation and stops for the scripts to commit.  A shrink from 4 ranks to 2
+between segments, then a change of plan on 2 ranks while one trains, must
+print the losses of the uninterrupted one-process run to 1e-5 relative; a
+join whose GPUs the run does not have stops it with the reason and the old
+state.'
+. "$(dirname "$0")/lib.sh"
+
+: "${MPIRUN:=$(command -v mpirun)}"
+if ! test -x "$ARACHNE_GPT" || ! test -x "$MPIRUN"; then
+	skip_all='arachne-gpt or mpirun not built/found (configure --with-mpi)'
+	test_done
+fi
+
+STEPS=20
+
+# state GEN COMPOSITION [PENDING]: the job's state.json.
+state() {
+	printf '{"generation": %s, "composition": %s, "pending": %s}\n' \
+		"$1" "$(cat "$2")" "${3:-null}" >jd/state.json
+}
+
+# seg NP: one segment of the job, as its batch script runs it.
+seg() {
+	gpt_mpi "$1" --model gpt-tiny --steps $STEPS --seed 9 -q \
+		--plan-dir jd --checkpoint ck
+}
+
+test_expect_success 'setup: the plans and the one-process reference' '
+	gpt_clusters &&
+	echo "{ \"name\": \"gpt2\", \"nodes\": [ { \"gpu\": \"a100-40\", \"gpus_per_node\": 2, \"hosts\": \"n0\" } ] }" >c2.json &&
+	mkdir jd &&
+	"$GPT_PLAN" --cluster c4.json --mbs 2 "4:n0:0,1:0-9+n0:2,3:0-9" >jd/plan.1.json &&
+	"$GPT_PLAN" --cluster c2.json --mbs 2 "8:n0:0,1:0-9" >jd/plan.2.json &&
+	"$GPT_PLAN" --cluster c2.json --mbs 2 "8:n0:0:0-4/n0:1:5-9" >jd/plan.3.json &&
+	"$GPT_PLAN" --cluster c8.json --mbs 2 "4:n0:0,1:0-9+n1:0,1:0-9" >jd/plan.4.json &&
+	"$ARACHNE_GPT" --model gpt-tiny --steps $STEPS --seed 9 --micro-batch 2 \
+		-q >ref.out
+'
+
+test_expect_success '--plan-dir needs a checkpoint and no plan of its own' '
+	test_expect_code 2 "$ARACHNE_GPT" --model gpt-tiny --steps 2 --seed 9 \
+		--plan-dir jd 2>nock.err &&
+	grep "plan-dir needs --checkpoint DIR" nock.err &&
+	test_expect_code 2 "$ARACHNE_GPT" --model gpt-tiny --steps 2 --seed 9 \
+		--plan-dir jd --checkpoint ck --plan jd/plan.1.json 2>both.err &&
+	grep "no --plan, --cluster, --then or --resume" both.err
+'
+
+test_expect_success 'segment 1: generation 1 on 4 ranks, steps 1 to 8' '
+	state 1 c4.json &&
+	gpt_mpi 4 --model gpt-tiny --steps 8 --seed 9 -q --plan-dir jd \
+		--checkpoint ck >seg1.out 2>seg1.err &&
+	test "$(cat ck/generation)" = 1 &&
+	test "$(ls ck | grep -c "^rank-n0-[0-3].bin$")" = 4
+'
+
+test_expect_success 'segment 2: resumed with a shrink pending: the state moves at once and the run stops' '
+	state 2 c2.json "{\"op\": \"shrink\", \"generation\": 2, \"from\": 1, \"phase\": \"migrate\", \"previous\": {\"composition\": $(cat c4.json)}}" &&
+	seg 4 >seg2.out 2>seg2.err &&
+	cat seg2.err &&
+	test "$(cat seg2.out)" = "" &&
+	grep "generation 2 (shrink): the state moved after step 8; stopping" seg2.err &&
+	test "$(cat ck/generation)" = 2 &&
+	test "$(ls ck | grep "^rank-")" = "$(printf "rank-n0-0.bin\nrank-n0-1.bin")" &&
+	cp -r ck ck-moved
+'
+
+test_expect_success 'segment 3: committed, 2 ranks train generation 2; a change while it trains' '
+	state 2 c2.json &&
+	{ seg 2 >seg3.out 2>seg3.err & } &&
+	ar_wait_until 600 "step 11 of segment 3" grep -q "^step 11 " seg3.out &&
+	state 3 c2.json "{\"op\": \"shrink\", \"generation\": 3, \"from\": 2, \"phase\": \"migrate\", \"previous\": {\"composition\": $(cat c2.json)}}" &&
+	ar_wait_until 600 "segment 3 to stop" grep -q "generation 3 (shrink): the state moved after step" seg3.err &&
+	wait &&
+	last=$(tail -n 1 seg3.out | cut -d" " -f2) &&
+	test "$last" -ge 11 && test "$last" -lt $STEPS &&
+	grep "generation 3 (shrink): the state moved after step $last; stopping" seg3.err &&
+	test "$(cat ck/generation)" = 3
+'
+
+test_expect_success 'segment 4: generation 3 to the end; every step has the uninterrupted loss' '
+	state 3 c2.json &&
+	seg 2 >seg4.out 2>seg4.err &&
+	cat seg1.out seg2.out seg3.out seg4.out >all.out &&
+	"$GPT_CHECK" losses all.out ref.out &&
+	test "$(cat ck/generation)" = 3
+'
+
+test_expect_success 'the uncommitted state resumes on the pending generation' '
+	state 2 c2.json "{\"op\": \"shrink\", \"generation\": 2, \"from\": 1, \"phase\": \"migrate\", \"previous\": {\"composition\": $(cat c4.json)}}" &&
+	gpt_mpi 2 --model gpt-tiny --steps 11 --seed 9 -q --plan-dir jd \
+		--checkpoint ck-moved >pend.out 2>pend.err &&
+	test "$(cat pend.out)" = "$(sed -n 9,11p ref.out)"
+'
+
+test_expect_success 'a join whose GPUs this run does not have: it stops with the reason and the old state' '
+	state 4 c8.json "{\"op\": \"join\", \"generation\": 4, \"from\": 3, \"phase\": \"migrate\", \"previous\": {\"composition\": $(cat c2.json)}}" &&
+	test_expect_code 3 gpt_mpi 2 --model gpt-tiny --steps 30 --seed 9 -q \
+		--plan-dir jd --checkpoint ck >join.out 2>join.err &&
+	cat join.err &&
+	grep "generation 4 (join): .*cannot yet take in the ranks of another allocation" join.err &&
+	test "$(cat join.out)" = "" &&
+	test "$(cat ck/generation)" = 3
+'
+
+test_done
