@@ -271,8 +271,7 @@ static int candidate_placed(const struct policy_env *env,
 
 /*
  * Expert iteration for composition @b of this update: climb from its best
- * rollout and from the structured plan (starts.c), and replay the higher
- * of the two into tr->expert[b].  A climb that
+ * rollout and replay the climbed plan into tr->expert[b].  A climb that
  * gains nothing, or a plan the masks refuse, leaves expert_rc[b] < 0.
  */
 static void expert_task(void *p, int thread, int b)
@@ -284,7 +283,7 @@ static void expert_task(void *p, int thread, int b)
 	struct policy_climb climb = { .env = &c->env, .threads = 1, .dl = &dl };
 	struct policy_rollout_opts opts = { .draw = POLICY_DRAW_GREEDY,
 					    .record = true };
-	struct policy_candidate x, alt;
+	struct policy_candidate x;
 	struct policy_episode ep;
 	struct policy_rng rng;
 	bool *ok = calloc(group, sizeof(*ok));
@@ -307,11 +306,6 @@ static void expert_task(void *p, int thread, int b)
 	rc = policy_climb_run(&climb, &x, EXPERT_WORK);
 	if (rc < 0)
 		return;
-	/* the structured plan, climbed, when it ends higher */
-	rc = policy_structured_start(&c->env, 1, &alt, &climb.priced);
-	if (rc == 1 && policy_climb_run(&climb, &alt, EXPERT_WORK) == 0 &&
-	    alt.thr > x.thr)
-		x = alt;
 	if (x.thr <= start)
 		return;
 	rc = candidate_placed(&c->env, &x);
