@@ -111,6 +111,21 @@ test_expect_success 'an MoE model gets an expert layout' '
 	python3 "$check" moe.json "$CLUSTERS/moe-64.json"
 '
 
+test_expect_success 'experts that fit only tiled over many replicas: the climb finds the plan no rollout built' '
+	"$ARACHNE_PLAN" --model deepseek-v3-like --cluster "$CLUSTERS/moe-256.json" \
+		--budget-s 30 --format json -q >ds256.json &&
+	python3 "$check" ds256.json "$CLUSTERS/moe-256.json" &&
+	test_expect_code 1 "$ARACHNE_PLAN" --model deepseek-v3-like \
+		--cluster "$CLUSTERS/moe-256.json" --starts rollouts 2>ds256.err &&
+	grep "no plan for deepseek-v3-like" ds256.err
+'
+
+test_expect_success 'a model larger than the cluster'"'"'s memory: exit 1 and the reason' '
+	test_expect_code 1 "$ARACHNE_PLAN" --model deepseek-v3-like \
+		--cluster "$CLUSTERS/moe-160.json" --budget-s 30 2>ds160.err &&
+	grep "no plan for deepseek-v3-like on moe-160: .*memory" ds160.err
+'
+
 test_expect_success 'unknown model: exit 2 and the name' '
 	test_expect_code 2 "$ARACHNE_PLAN" --model gpt-9 --cluster "$example" 2>err &&
 	grep "unknown model \"gpt-9\"" err

@@ -41,6 +41,7 @@ static void usage(FILE *f)
 		"      --batch N           compositions per update (default %d)\n"
 		"      --checkpoint-every N  write the weights every N updates (default 25)\n"
 		"      --init FILE         start from these weights\n"
+		"      --no-expert         imitate rollouts only, not their climbed plans\n"
 		"  -q, --quiet             no progress bar\n"
 		"  -h, --help              this text\n"
 		"  -V, --version           the version\n",
@@ -82,7 +83,8 @@ static void command_line(int argc, char **argv, char *buf, size_t len)
 
 int main(int argc, char **argv)
 {
-	enum { OPT_COMPOSITIONS = 256, OPT_GROUP, OPT_BATCH, OPT_CKPT, OPT_INIT };
+	enum { OPT_COMPOSITIONS = 256, OPT_GROUP, OPT_BATCH, OPT_CKPT, OPT_INIT,
+	       OPT_NO_EXPERT };
 	static const struct option longopts[] = {
 		{ "model", required_argument, NULL, 'm' },
 		{ "out", required_argument, NULL, 'o' },
@@ -96,6 +98,7 @@ int main(int argc, char **argv)
 		{ "batch", required_argument, NULL, OPT_BATCH },
 		{ "checkpoint-every", required_argument, NULL, OPT_CKPT },
 		{ "init", required_argument, NULL, OPT_INIT },
+		{ "no-expert", no_argument, NULL, OPT_NO_EXPERT },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -163,6 +166,9 @@ int main(int argc, char **argv)
 		case OPT_INIT:
 			o.init = optarg;
 			break;
+		case OPT_NO_EXPERT:
+			o.no_expert = true;
+			break;
 		case 'q':
 			o.quiet = true;
 			break;
@@ -213,7 +219,8 @@ int main(int argc, char **argv)
 	}
 	if (!o.quiet)
 		fprintf(stderr,
-			"arachne-train: %s: mean normalized throughput %.4f -> %.4f (best %.4f) in %.0f s\n",
-			o.out, res.first_mean, res.last_mean, res.best, res.elapsed_s);
+			"arachne-train: %s: mean normalized throughput %.4f -> %.4f (best %.4f), %ld climbed plans imitated, in %.0f s\n",
+			o.out, res.first_mean, res.last_mean, res.best, res.distilled,
+			res.elapsed_s);
 	return 0;
 }

@@ -312,6 +312,8 @@ static int improve(const struct policy_request *req, const struct policy_env *en
 		if (starts[s].thr > best->thr)
 			best = &starts[s];
 	}
+	if (nstarts == 0)
+		goto out;	/* no plan to climb from: *planp stays NULL */
 	rc = policy_candidate_fill(env, best, &plan, NULL);
 	if (rc < 0)
 		goto out;
@@ -347,6 +349,7 @@ int planner_arachne(const struct policy_request *req,
 	struct policy_env env;
 	struct policy_climb climb = { .env = &env, .threads = threads, .dl = &dl };
 	struct costmodel_plan *plan = NULL;
+	char why[512] = "";
 	int rc;
 
 	*planp = NULL;
@@ -367,8 +370,16 @@ int planner_arachne(const struct policy_request *req,
 					   .seed = req->seed, .n = ROLLOUTS,
 					   .dl = &dl };
 	rc = rollouts_run(req, rollouts, threads, &climb.priced);
-	if (rc < 0)
+	/*
+	 * When no rollout built a plan the structured plans may still fit
+	 * (a large MoE model whose experts fit only when tiled over many
+	 * replicas): climb from them before giving the rollouts' reason.
+	 */
+	if (rc < 0 && (rc != -AR_EINFEASIBLE || req->no_climb ||
+		       req->rollout_starts_only))
 		goto out;
+	if (rc < 0)
+		snprintf(why, sizeof(why), "%s", ar_errmsg());
 	if (req->no_climb) {
 		int k = policy_batch_best(rollouts);
 
@@ -378,6 +389,10 @@ int planner_arachne(const struct policy_request *req,
 		rc = improve(req, &env, rollouts, &climb, &plan);
 		if (rc < 0)
 			goto out;
+		if (!plan) {
+			rc = ar_seterr(-AR_EINFEASIBLE, "%s", why);
+			goto out;
+		}
 	}
 
 	snprintf(plan->planner, sizeof(plan->planner), "arachne");

@@ -389,12 +389,21 @@ enum policy_draw {
 	POLICY_DRAW_UNIFORM,		/* uniformly among the allowed: no network */
 };
 
+struct policy_candidate;
+
 struct policy_rollout_opts {
 	enum policy_draw draw;
 	double forced_depth_p;		/* probability of a uniform feasible depth per step */
 	bool uniform_devices;		/* draw GPU types uniformly */
 	float temperature;		/* sampling temperature (1: the policy) */
 	bool record;			/* keep decisions for training */
+	/*
+	 * Replay these templates instead of drawing (training distils the
+	 * climb's plans so): every decision is forced to the candidate's,
+	 * then STOP.  A decision the masks refuse ends the rollout with
+	 * -AR_EINFEASIBLE.
+	 */
+	const struct policy_candidate *follow;
 };
 
 /* One rollout's outcome and, when recorded, its decisions. */
@@ -615,6 +624,7 @@ struct policy_train_opts {
 	bool quiet;
 	long checkpoint_every;		/* 0: none */
 	const char *init;		/* start from these weights; NULL: random */
+	bool no_expert;			/* no climbed plans in the imitation (ablation) */
 	/* tests: train on these compositions instead of generated ones */
 	const struct costmodel_cluster *const *fixed;
 	int nfixed;
@@ -625,6 +635,7 @@ struct policy_train_result {
 	double last_mean;		/* the same, last 10% */
 	double best;
 	double elapsed_s;
+	long distilled;			/* climbed plans that entered the imitation */
 };
 
 int policy_train(const struct costmodel *cm, const struct policy_train_opts *opts,

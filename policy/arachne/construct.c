@@ -492,6 +492,33 @@ static int decide(const struct policy_net *net, struct policy_work *w,
 	return a;
 }
 
+/*
+ * What a replayed rollout (opts->follow) must decide next, as a one-bit
+ * forced mask: the depth of template @step (STOP past the last), or the
+ * GPU type's slot and the TP index of stage @j.  0 when the candidate
+ * holds a type or TP degree the policy cannot name.
+ */
+static uint32_t follow_depth(const struct policy_candidate *x, int step)
+{
+	return step < x->n ? 1u << x->t[step].depth : 1u;
+}
+
+static uint32_t follow_slot(const struct policy_env *env,
+			    const struct policy_candidate *x, int step, int j)
+{
+	int slot = env->type_slot[x->t[step].stage[j].gpu];
+
+	return slot >= 0 ? 1u << slot : 0;
+}
+
+static uint32_t follow_tp(const struct policy_candidate *x, int step, int j)
+{
+	for (int k = 0; k < POLICY_NUM_TP; k++)
+		if (policy_tp_of(k) == x->t[step].stage[j].tp)
+			return 1u << k;
+	return 0;
+}
+
 int policy_rollout(struct policy_episode *ep, const struct policy_net *net,
 		   struct policy_work *w, struct policy_rng *rng,
 		   const struct policy_rollout_opts *opts,
@@ -535,9 +562,16 @@ int policy_rollout(struct policy_episode *ep, const struct policy_net *net,
 		d->mask = mask;
 		if (opts->draw != POLICY_DRAW_UNIFORM)
 			policy_state_build(ep, POLICY_HEAD_DEPTH, 0, d->x);
-		if (opts->forced_depth_p > 0 &&
-		    policy_rng_uniform(rng) < opts->forced_depth_p)
+		if (opts->follow) {
+			forced = follow_depth(opts->follow, ep->step);
+			if (!(forced & mask))
+				return ar_seterr(-AR_EINFEASIBLE,
+						 "the replayed plan's template %d is masked out",
+						 ep->step);
+		} else if (opts->forced_depth_p > 0 &&
+			   policy_rng_uniform(rng) < opts->forced_depth_p) {
 			forced = mask & ~1u;
+		}
 		depth = decide(net, w, rng, d, opts->draw, opts->temperature, forced);
 		ndec_step++;
 		if (depth == 0)
@@ -564,8 +598,16 @@ int policy_rollout(struct policy_episode *ep, const struct policy_net *net,
 			d->mask = gmask;
 			if (opts->draw != POLICY_DRAW_UNIFORM)
 				policy_state_build(ep, POLICY_HEAD_DEVICE, 0, d->x);
+			forced = opts->uniform_devices ? d->mask : 0;
+			if (opts->follow) {
+				forced = follow_slot(env, opts->follow, ep->step, j);
+				if (!(forced & d->mask))
+					return ar_seterr(-AR_EINFEASIBLE,
+							 "the replayed plan's stage %d of template %d is masked out",
+							 j, ep->step);
+			}
 			slot = decide(net, w, rng, d, opts->draw, opts->temperature,
-				      opts->uniform_devices ? d->mask : 0);
+				      forced);
 			ndec_step++;
 
 			d = opts->record ? trace_push(tr, ep->step) : &scratch;
@@ -577,7 +619,16 @@ int policy_rollout(struct policy_episode *ep, const struct policy_net *net,
 			d->mask = policy_mask_tp(ep, slot);
 			if (opts->draw != POLICY_DRAW_UNIFORM)
 				policy_state_build(ep, POLICY_HEAD_TP, slot, d->x);
-			k = decide(net, w, rng, d, opts->draw, opts->temperature, 0);
+			forced = 0;
+			if (opts->follow) {
+				forced = follow_tp(opts->follow, ep->step, j);
+				if (!(forced & d->mask))
+					return ar_seterr(-AR_EINFEASIBLE,
+							 "the replayed plan's TP at stage %d of template %d is masked out",
+							 j, ep->step);
+			}
+			k = decide(net, w, rng, d, opts->draw, opts->temperature,
+				   forced);
 			ndec_step++;
 			policy_partial_push(ep, slot, k);
 		}

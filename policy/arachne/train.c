@@ -11,7 +11,12 @@
  *   3. per composition, the gradient of the PPO clipped surrogate plus an
  *      entropy bonus per decision (divided by the decisions of its step),
  *      plus, at a fixed interval, self-imitation of the best plans in the
- *      composition's replay buffers (one per first depth).
+ *      composition's replay buffers (one per first depth).  Before each
+ *      imitation, the best rollout of every composition is improved by a
+ *      short local climb (improve.c) and the climbed plan is replayed
+ *      through the masks into the buffers (expert iteration): the policy
+ *      learns to build what the search finds from its plans, so that at
+ *      inference its own rollouts start where the climb would end.
  *   4. PCGrad: where two compositions' gradients conflict, each loses its
  *      component along the other; the sum takes an Adam step.
  * Every random draw comes from generators seeded by (seed, what, where),
@@ -43,6 +48,9 @@
 #define FORCE_START		0.8
 #define FORCE_END		0.25
 #define MAX_EVAL_CLUSTERS	256
+/* The climb of a composition's best rollout before imitation, in
+ * policy_candidate_work() units: a quarter of one inference start. */
+#define EXPERT_WORK		400000.0
 
 /* The best rollout seen for one (composition, first depth). */
 struct sil_entry {
@@ -80,6 +88,9 @@ struct trainer {
 	struct policy_loss_row **rows_loss;
 	int *rows_cap;
 	float *losses;			/* [batch] */
+	struct policy_trace *expert;	/* [batch] climbed plans, replayed */
+	int *expert_rc;
+	long expert_tried, expert_kept;	/* replays made, replays that gained */
 };
 
 /* ---------------------------------------------------------------------
@@ -218,6 +229,97 @@ static void rollout_task(void *p, int thread, int i)
 		policy_episode_fini(&ep);
 	}
 	tr->trace_rc[i] = rc;
+}
+
+/*
+ * @x's templates that the fill places, in order: the climb's candidates
+ * may hold templates it skips, which a replay could not build.
+ */
+static int candidate_placed(const struct policy_env *env,
+			    struct policy_candidate *x)
+{
+	struct costmodel_pool pool;
+	struct costmodel_plan *plan;
+	int rc = 0, kept = 0;
+
+	rc = costmodel_pool_init(&pool, env->cl);
+	if (rc < 0)
+		return rc;
+	plan = costmodel_plan_create(env->cm);
+	if (!plan) {
+		costmodel_pool_fini(&pool);
+		return -ENOMEM;
+	}
+	for (int i = 0; i < x->n; i++) {
+		struct costmodel_shape sh;
+
+		policy_template_to_shape(&x->t[i], &sh);
+		rc = costmodel_fill_add(env->cm, env->cl, &pool, plan, &sh, NULL);
+		if (rc == -AR_EINFEASIBLE || rc == -AR_ENOPROFILE) {
+			rc = 0;
+			continue;
+		}
+		if (rc < 0)
+			break;
+		x->t[kept++] = x->t[i];
+	}
+	x->n = kept;
+	costmodel_plan_free(plan);
+	costmodel_pool_fini(&pool);
+	return rc;
+}
+
+/*
+ * Expert iteration for composition @b of this update: climb from its best
+ * rollout and replay the climbed plan into tr->expert[b].  A climb that
+ * gains nothing, or a plan the masks refuse, leaves expert_rc[b] < 0.
+ */
+static void expert_task(void *p, int thread, int b)
+{
+	struct trainer *tr = p;
+	int group = tr->o->group;
+	struct comp *c = &tr->comps[tr->batch[b]];
+	struct planner_deadline dl = { .start = ar_now(), .end = INFINITY };
+	struct policy_climb climb = { .env = &c->env, .threads = 1, .dl = &dl };
+	struct policy_rollout_opts opts = { .draw = POLICY_DRAW_GREEDY,
+					    .record = true };
+	struct policy_candidate x;
+	struct policy_episode ep;
+	struct policy_rng rng;
+	bool *ok = calloc(group, sizeof(*ok));
+	double start;
+	int rc;
+
+	tr->expert_rc[b] = ok ? -AR_EINFEASIBLE : -ENOMEM;
+	if (!ok)
+		return;
+	for (int g = 0; g < group; g++)
+		ok[g] = tr->trace_rc[b * group + g] == 0;
+	rc = policy_rollout_starts(&tr->traces[b * group], ok, group, &x, 1);
+	free(ok);
+	if (rc != 1) {
+		if (rc == -ENOMEM)
+			tr->expert_rc[b] = rc;
+		return;
+	}
+	start = x.thr;
+	rc = policy_climb_run(&climb, &x, EXPERT_WORK);
+	if (rc < 0)
+		return;
+	if (x.thr <= start)
+		return;
+	rc = candidate_placed(&c->env, &x);
+	if (rc < 0 || x.n == 0 || x.n > POLICY_MAX_STEPS)
+		return;
+	opts.follow = &x;
+	policy_rng_seed(&rng, tr->o->seed, 0xe4be47ULL ^ (uint64_t)b);
+	rc = policy_episode_init(&ep, &c->env);
+	if (rc == 0) {
+		rc = policy_rollout(&ep, &tr->net, &tr->work[thread], &rng, &opts,
+				    &tr->expert[b]);
+		policy_episode_fini(&ep);
+	}
+	tr->expert_rc[b] = rc;
 }
 
 /* ---------------------------------------------------------------------
@@ -392,35 +494,64 @@ static void advantages(struct trainer *tr, int nb)
 	}
 }
 
+/* Keep @t in @c's replay buffer of its first depth when it beats the entry. */
+static int sil_offer(struct comp *c, const struct policy_trace *t)
+{
+	struct sil_entry *e;
+	struct policy_decision *copy;
+
+	if (t->ret <= 0 || t->first_depth <= 0)
+		return 0;
+	e = &c->sil[t->first_depth];
+	if (e->dec && t->ret <= e->ret)
+		return 0;
+	copy = malloc(t->ndec * sizeof(*copy));
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, t->dec, t->ndec * sizeof(*copy));
+	free(e->dec);
+	e->dec = copy;
+	e->ndec = t->ndec;
+	e->ret = t->ret;
+	if (t->ret > c->best_ret)
+		c->best_ret = t->ret;
+	return 1;
+}
+
 static int sil_update(struct trainer *tr, int nb)
 {
-	int group = tr->o->group;
+	int group = tr->o->group, rc;
 
 	for (int b = 0; b < nb; b++) {
 		struct comp *c = &tr->comps[tr->batch[b]];
 
 		for (int g = 0; g < group; g++) {
-			const struct policy_trace *t = &tr->traces[b * group + g];
-			struct sil_entry *e;
-			struct policy_decision *copy;
-
-			if (tr->trace_rc[b * group + g] < 0 || t->ret <= 0 ||
-			    t->first_depth <= 0)
+			if (tr->trace_rc[b * group + g] < 0)
 				continue;
-			e = &c->sil[t->first_depth];
-			if (e->dec && t->ret <= e->ret)
-				continue;
-			copy = malloc(t->ndec * sizeof(*copy));
-			if (!copy)
-				return -ENOMEM;
-			memcpy(copy, t->dec, t->ndec * sizeof(*copy));
-			free(e->dec);
-			e->dec = copy;
-			e->ndec = t->ndec;
-			e->ret = t->ret;
-			if (t->ret > c->best_ret)
-				c->best_ret = t->ret;
+			rc = sil_offer(c, &tr->traces[b * group + g]);
+			if (rc < 0)
+				return rc;
 		}
+	}
+	return 0;
+}
+
+/* The climbed plans of this update into the replay buffers. */
+static int expert_update(struct trainer *tr, int nb)
+{
+	int rc;
+
+	planner_parallel(expert_task, tr, nb, tr->threads);
+	for (int b = 0; b < nb; b++) {
+		if (tr->expert_rc[b] == -ENOMEM)
+			return -ENOMEM;
+		if (tr->expert_rc[b] < 0)
+			continue;
+		tr->expert_tried++;
+		rc = sil_offer(&tr->comps[tr->batch[b]], &tr->expert[b]);
+		if (rc < 0)
+			return rc;
+		tr->expert_kept += rc;
 	}
 	return 0;
 }
@@ -437,8 +568,8 @@ static void progress(const struct trainer *tr, long done, double mean,
 	for (int i = 0; i < width; i++)
 		bar[i] = i < fill ? '#' : '.';
 	bar[width] = '\0';
-	fprintf(stderr, "\r[%s] episode %ld/%ld  mean %.4f  best %.4f  %.0fs ",
-		bar, done, total, mean, best, ar_now() - t0);
+	fprintf(stderr, "\r[%s] episode %ld/%ld  mean %.4f  best %.4f  distilled %ld  %.0fs ",
+		bar, done, total, mean, best, tr->expert_kept, ar_now() - t0);
 	if (done == total)
 		fputc('\n', stderr);
 	fflush(stderr);
@@ -471,6 +602,11 @@ static void trainer_fini(struct trainer *tr)
 			policy_trace_fini(&tr->traces[i]);
 	free(tr->traces);
 	free(tr->trace_rc);
+	if (tr->expert)
+		for (int b = 0; b < nb; b++)
+			policy_trace_fini(&tr->expert[b]);
+	free(tr->expert);
+	free(tr->expert_rc);
 	free(tr->adv);
 	free(tr->batch);
 	free(tr->losses);
@@ -507,6 +643,10 @@ static int trainer_alloc(struct trainer *tr)
 	tr->rows_dec = calloc(tr->threads, sizeof(*tr->rows_dec));
 	tr->rows_loss = calloc(tr->threads, sizeof(*tr->rows_loss));
 	tr->rows_cap = calloc(tr->threads, sizeof(*tr->rows_cap));
+	tr->expert = calloc(nb, sizeof(*tr->expert));
+	tr->expert_rc = calloc(nb, sizeof(*tr->expert_rc));
+	if (!tr->expert || !tr->expert_rc)
+		return -ENOMEM;
 	if (!tr->traces || !tr->trace_rc || !tr->adv || !tr->batch ||
 	    !tr->losses || !tr->grads || !tr->work || !tr->rows_dec ||
 	    !tr->rows_loss || !tr->rows_cap)
@@ -605,6 +745,11 @@ int policy_train(const struct costmodel *cm, const struct policy_train_opts *o,
 		if (rc < 0)
 			goto out;
 		tr.sil_now = tr.update % SIL_EVERY == SIL_EVERY - 1;
+		if (tr.sil_now && !o->no_expert) {
+			rc = expert_update(&tr, nb);
+			if (rc < 0)
+				goto out;
+		}
 		for (int e = 0; e < PPO_EPOCHS; e++) {
 			planner_parallel(grad_task, &tr, nb, tr.threads);
 			pcgrad_combine(&tr, nb);
@@ -630,6 +775,7 @@ int policy_train(const struct costmodel *cm, const struct policy_train_opts *o,
 	res->last_mean = n_last ? sum_last / n_last : 0.0;
 	res->best = best;
 	res->elapsed_s = ar_now() - t0;
+	res->distilled = tr.expert_kept;
 	rc = 0;
 out:
 	trainer_fini(&tr);

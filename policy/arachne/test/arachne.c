@@ -3,7 +3,9 @@
  * profiles: a short training run on a toy composition raises the reward
  * of its greedy construction, training is reproducible from its seed
  * whatever the thread count, and planning with the same seed gives the
- * same plan (also across thread counts).
+ * same plan (also across thread counts).  A replay (opts.follow) builds
+ * exactly the plan it follows, refuses one the masks refuse, and training
+ * imitates climbed plans that beat its rollouts.
  */
 #define AR_INTERNAL 1
 #include "config.h"
@@ -120,6 +122,71 @@ static void test_training_raises_reward(void **state)
 	policy_net_fini(&after);
 }
 
+/* A sampled rollout's plan, replayed, is built again decision by decision. */
+static void test_replay_builds_the_plan(void **state)
+{
+	struct policy_env env;
+	struct policy_episode ep;
+	struct policy_work w;
+	struct policy_rng rng;
+	struct policy_net net;
+	struct policy_trace orig = { 0 }, again = { 0 };
+	struct policy_rollout_opts sample = { .draw = POLICY_DRAW_SAMPLE,
+					      .temperature = 1.0f, .record = true };
+	struct policy_rollout_opts replay = { .draw = POLICY_DRAW_GREEDY,
+					      .record = true };
+	struct policy_candidate x = { 0 };
+	bool ok = true;
+	int replayed = 0;
+
+	assert_int_equal(policy_env_init(&env, cm, toy), 0);
+	assert_int_equal(policy_episode_init(&ep, &env), 0);
+	assert_int_equal(policy_work_init(&w, 1), 0);
+	assert_int_equal(policy_net_init(&net, 5), 0);
+	for (int seed = 0; seed < 16; seed++) {
+		policy_rng_seed(&rng, 91, seed);
+		assert_int_equal(policy_rollout(&ep, &net, &w, &rng, &sample, &orig), 0);
+		if (orig.throughput <= 0.0)
+			continue;
+		assert_int_equal(policy_rollout_starts(&orig, &ok, 1, &x, 1), 1);
+		replay.follow = &x;
+		assert_int_equal(policy_rollout(&ep, &net, &w, &rng, &replay, &again), 0);
+		assert_int_equal(again.nshapes, x.n);
+		for (int i = 0; i < x.n; i++)
+			assert_memory_equal(&again.shapes[i], &orig.shapes[i],
+					    sizeof(orig.shapes[i]));
+		assert_float_equal(again.throughput, orig.throughput,
+				   1e-9 * orig.throughput);
+		for (int i = 0; i < again.ndec; i++)
+			assert_int_equal(again.dec[i].forced, 1);
+		/* it ends on STOP unless the masks left nothing but STOP */
+		if (again.ndec && again.dec[again.ndec - 1].head == POLICY_HEAD_DEPTH)
+			assert_int_equal(again.dec[again.ndec - 1].action, 0);
+		replayed++;
+	}
+	assert_true(replayed > 0);
+
+	/* a TP degree the policy cannot name is refused, not built */
+	x.t[0].stage[0].tp = 3;
+	assert_int_equal(policy_rollout(&ep, &net, &w, &rng, &replay, &again),
+			 -AR_EINFEASIBLE);
+	policy_trace_fini(&orig);
+	policy_trace_fini(&again);
+	policy_net_fini(&net);
+	policy_work_fini(&w);
+	policy_episode_fini(&ep);
+}
+
+/* Training climbs its best rollouts and imitates what the climb gained. */
+static void test_training_imitates_climbed_plans(void **state)
+{
+	struct policy_train_result res;
+
+	assert_int_equal(train(40, 2, 4, NULL, &res), 0);
+	print_message("# %ld climbed plans imitated\n", res.distilled);
+	assert_true(res.distilled > 0);
+}
+
 static void test_training_is_reproducible(void **state)
 {
 	struct policy_train_result res;
@@ -213,6 +280,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_training_raises_reward),
 		cmocka_unit_test(test_training_is_reproducible),
+		cmocka_unit_test(test_replay_builds_the_plan),
+		cmocka_unit_test(test_training_imitates_climbed_plans),
 		cmocka_unit_test(test_same_seed_same_plan),
 		cmocka_unit_test(test_missing_policy),
 	};
