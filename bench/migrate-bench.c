@@ -5,9 +5,10 @@
  * Layouts and link bandwidths come from the cost model and the shipped
  * profiles (migrate_layout_from_costmodel(), migrate_topo_from_cluster()):
  * GPT-Neo-2.7B on the §6.2 testbed, LLaMA-3-8B on H100 nodes and on the
- * 3-type 512-GPU cluster, Qwen3-30B-A3B's expert re-layout on moe-512.  Plans are built the way planners shape them
- * (one template per node type, or pipelines that span the nodes), not
- * searched: the bench measures the migration, not the planner.
+ * 3-type 512-GPU cluster, Qwen3-30B-A3B's expert re-layout on moe-512.
+ * Plans are built the way planners shape them (one template per node type,
+ * or pipelines that span the nodes), not searched: the bench measures the
+ * migration, not the planner.
  *
  * Usage: migrate-bench [--repeat N]   (profiles from $AR_PROFILES)
  * The diff's time is the median of N runs (5), in CPU time and wall time.

@@ -189,7 +189,7 @@ static int run_all_models(struct profile_args *a)
 	const char *dir = a->profiles_dir;
 	char path[PATH_MAX];
 	char **names = NULL;
-	size_t n = 0, i;
+	size_t n = 0, cap = 0, i;
 	struct dirent *de;
 	DIR *dp;
 	int rc = 0;
@@ -200,17 +200,14 @@ static int run_all_models(struct profile_args *a)
 		return ar_seterr(-errno, "%s: %s", path, strerror(errno));
 	while ((de = readdir(dp))) {
 		size_t len = strlen(de->d_name);
-		char **grown;
 
 		if (len <= 4 || strcmp(de->d_name + len - 4, ".ini") != 0 ||
 		    de->d_name[0] == '.')
 			continue;
-		grown = realloc(names, (n + 1) * sizeof(*names));
-		if (!grown) {
+		if (AR_GROW(names, cap, n + 1, 16) < 0) {
 			rc = -ENOMEM;
 			goto out;
 		}
-		names = grown;
 		names[n] = strndup(de->d_name, len - 4);
 		if (!names[n]) {
 			rc = -ENOMEM;

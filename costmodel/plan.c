@@ -272,7 +272,8 @@ int costmodel_plan_check(const struct costmodel *cm,
 				       i, next - 1, cm->nlayers);
 		for (int r = 0; r < t->replicas && rc == 0; r++) {
 			for (int s = 0; s < t->nstages && rc == 0; s++) {
-				for (int q = 0; q < costmodel_stage_dp(&t->stages[s]) && rc == 0; q++) {
+				for (int q = 0; q < costmodel_stage_dp(&t->stages[s]) && rc == 0;
+				     q++) {
 					const struct costmodel_group *g =
 						costmodel_template_group(t, r, s, q);
 					const struct costmodel_node *n;
@@ -285,7 +286,8 @@ int costmodel_plan_check(const struct costmodel *cm,
 					n = &cl->nodes[g->node];
 					if (n->gpu != t->stages[s].gpu) {
 						rc = ar_seterr(-AR_EINVAL, "template %d replica %d stage %d: node %s has %s GPUs, the stage wants %s",
-							       i, r, s, n->name, cm->gpus[n->gpu].name,
+							       i, r, s, n->name,
+							       cm->gpus[n->gpu].name,
 							       cm->gpus[t->stages[s].gpu].name);
 						break;
 					}
@@ -383,7 +385,8 @@ json_t *costmodel_plan_to_json(const struct costmodel *cm,
 					const struct costmodel_group *g =
 						costmodel_template_group(t, r, s, k);
 
-					json_array_append_new(row, group_json(cl, g, t->stages[s].tp));
+					json_array_append_new(row,
+							      group_json(cl, g, t->stages[s].tp));
 					for (int q = 0; q < t->stages[s].tp; q++)
 						used[g->node] |= (uint16_t)(1u << g->gpu[q]);
 				}

@@ -374,7 +374,7 @@ static int load_parts(dictionary *d, const char *path, const char *sec,
 	};
 	int rc;
 
-	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(parts); i++) {
 		double *v = (double *)((char *)p + parts[i].off);
 
 		*v = -1;

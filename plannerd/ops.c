@@ -45,9 +45,9 @@ static int ops_authorize(const struct conf *conf, uid_t uid, uid_t owner,
 /*
  * Job ids are reused (a slurmctld whose state was cleared starts from 1
  * again), so a stored plan of another user may belong to an earlier job;
- * slurmctld knows who owns the id now.  On a worker, for a request whose job id holds another user's stored
- * plan: go on only when slurmctld says the id is now the requester's, and
- * say in the log that the old plan goes.
+ * slurmctld knows who owns the id now.  On a worker, for a request whose
+ * job id holds another user's stored plan: go on only when slurmctld says
+ * the id is now the requester's, and say in the log that the old plan goes.
  */
 static int ops_reclaim_check(const struct task *task)
 {

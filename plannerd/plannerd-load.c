@@ -248,7 +248,7 @@ static void load_read_lines(const char *path)
 {
 	FILE *f = fopen(path, "r");
 	char *line = NULL;
-	size_t cap = 0;
+	size_t cap = 0, lines_cap = 0;
 	ssize_t n;
 
 	if (!f) {
@@ -260,8 +260,12 @@ static void load_read_lines(const char *path)
 			line[--n] = '\0';
 		if (!n)
 			continue;
-		load.lines = realloc(load.lines, (load.nlines + 1) * sizeof(char *));
-		load.lines[load.nlines++] = strdup(line);
+		if (AR_GROW(load.lines, lines_cap, load.nlines + 1, 16) < 0 ||
+		    !(load.lines[load.nlines] = strdup(line))) {
+			fprintf(stderr, "plannerd-load: %s: out of memory\n", path);
+			exit(2);
+		}
+		load.nlines++;
 	}
 	free(line);
 	fclose(f);

@@ -181,7 +181,7 @@ struct job_alloc {
 	long long submit_time;	/* tells a reused job id from the job */
 	bool running;		/* every component is RUNNING */
 	struct job_node *nodes;
-	size_t nnodes;
+	size_t nnodes, nodes_cap;
 };
 
 /*

@@ -33,10 +33,8 @@ static int job_node_add(struct job_alloc *a, const char *name,
 			return 0;
 		}
 	}
-	n = realloc(a->nodes, (a->nnodes + 1) * sizeof(*n));
-	if (!n)
+	if (AR_GROW(a->nodes, a->nodes_cap, a->nnodes + 1, 8) < 0)
 		return -1;
-	a->nodes = n;
 	n = &a->nodes[a->nnodes++];
 	memset(n, 0, sizeof(*n));
 	snprintf(n->name, sizeof(n->name), "%s", name);
@@ -171,4 +169,5 @@ void job_alloc_free(struct job_alloc *a)
 	free(a->nodes);
 	a->nodes = NULL;
 	a->nnodes = 0;
+	a->nodes_cap = 0;
 }

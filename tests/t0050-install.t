@@ -108,6 +108,18 @@ test_expect_success 'make install into a DESTDIR' '
 	{ cat install.log; false; }
 '
 
+test_expect_success 'no installed file keeps an @VAR@ placeholder' '
+	find "$ROOT" -path "*/man/man[158]/*" >pages &&
+	test "$(wc -l <pages)" -ge 9 &&
+	{ grep -rlI "@[A-Z_][A-Z_]*@" "$ROOT" >placeholders; test $? -le 1; } &&
+	test_must_be_empty placeholders
+'
+
+test_expect_success 'the reference plannerd.conf and the site example are both installed' '
+	grep -q "Every setting is optional" "$(find "$ROOT" -path "*/doc/arachne/plannerd.conf")" &&
+	grep -q "three GPU types" "$(find "$ROOT" -path "*/doc/arachne/examples/plannerd.conf")"
+'
+
 test_expect_success 'arachne-launch and the examples are installed' '
 	launch=$(find "$ROOT" -path "*/bin/arachne-launch") &&
 	test -x "$launch" &&

@@ -98,9 +98,8 @@ json.dump(d, open(\"state/jobs/z.json\", \"w\"))" &&
 test_expect_success 'a SIGHUP that moves the socket: SIGTERM removes the socket it bound' '
 	sed -i "s|^socket_path = .*|socket_path = \"$AR_SOCK_DIR/other.sock\";|" plannerd.conf &&
 	kill -HUP "$(cat plannerd.pid)" &&
-	i=0 && while ! grep -q "configuration reloaded" plannerd.log; do
-		i=$((i + 1)) && test $i -lt 100 && sleep 0.1 || return 1
-	done &&
+	ar_wait_until 100 "plannerd to log that it reloaded its configuration" \
+		grep -q "configuration reloaded" plannerd.log &&
 	ctl ping &&
 	plannerd_stop &&
 	! test -e "$PLANNERD_SOCK" &&
@@ -116,9 +115,8 @@ test_expect_success 'a profiles_dir that does not exist is refused at start and 
 	plannerd_start &&
 	sed -i "s|^profiles_dir = .*|profiles_dir = \"$PWD/no-such-dir\";|" plannerd.conf &&
 	kill -HUP "$(cat plannerd.pid)" &&
-	i=0 && while ! grep -q "reload failed" plannerd.log; do
-		i=$((i + 1)) && test $i -lt 100 && sleep 0.1 || return 1
-	done &&
+	ar_wait_until 100 "plannerd to log that the reload failed" \
+		grep -q "reload failed" plannerd.log &&
 	grep "reload failed, keeping the running configuration: .*no-such-dir" plannerd.log &&
 	ctl plan p --model toy --cluster small.json >/dev/null &&
 	plannerd_stop

@@ -135,11 +135,8 @@ test_expect_success PLANNERD 'srun alone (no batch step) plans at its first step
 
 test_expect_success PLANNERD 'a job of srun steps alone: the job epilog removes its plan directory' '
 	plan=$(sed -n "s/.*ARACHNE_PLAN=\([^ ]*\).*/\1/p" srun-tasks.out | sort -u) &&
-	for i in $(seq 1 100); do
-		test -e "$(dirname "$plan")" || break
-		sleep 0.1
-	done &&
-	! test -e "$(dirname "$plan")"
+	ar_wait_until 100 "the epilog to remove $(dirname "$plan")" \
+		test ! -e "$(dirname "$plan")"
 '
 
 test_expect_success PLANNERD 'ARACHNE_MODEL alone enables the plugin; output= moves the plan directory' '

@@ -57,10 +57,8 @@ now() {
 # (bounded) for its socket.
 restart_plannerd() {
 	kill "$(cat "$SLURM_DIR/pd/$1/pid")" || return 1
-	for i in $(seq 1 50); do
-		test -S "$SLURM_DIR/pd-$1.sock" || break
-		sleep 0.1
-	done
+	ar_wait_until 50 "the plannerd of $1 to remove its socket" \
+		test ! -S "$SLURM_DIR/pd-$1.sock" || return 1
 	"$top_builddir/plannerd/plannerd" -F -f "$SLURM_DIR/pd/$1/plannerd.conf" \
 		>>"$SLURM_DIR/pd/$1/log" 2>&1 </dev/null 3>&- 4>&- 5>&- 6>&- &
 	echo $! >"$SLURM_DIR/pd/$1/pid"
@@ -232,11 +230,8 @@ test_expect_success PLANNERD 'A ends: its plan directory goes and every plannerd
 	A=$(cat A.job) &&
 	scancel $A &&
 	slurm_wait_gone $A &&
-	for i in $(seq 1 100); do
-		test -e "$SLURM_PLAN_DIR/$A" || break
-		sleep 0.1
-	done &&
-	! test -e "$SLURM_PLAN_DIR/$A" &&
+	ar_wait_until 100 "the epilog to remove $SLURM_PLAN_DIR/$A" \
+		test ! -e "$SLURM_PLAN_DIR/$A" &&
 	for n in node1 node2; do
 		test_expect_code 1 arachnectl -s "$SLURM_DIR/pd-$n.sock" show $A 2>forget.$n &&
 		grep "not_found" forget.$n || return 1

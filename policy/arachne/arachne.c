@@ -26,7 +26,7 @@
 #include "arachne_private.h"
 
 #define ROLLOUTS		POLICY_BATCH	/* constructions: 1 greedy + 31 sampled */
-#define STARTS			3	/* plans improved: two from rollouts, one structured */
+#define STARTS		3	/* plans improved: two from rollouts, one structured */
 /*
  * Work of the local improvement, counted per template filled as the
  * cluster's nodes plus the template's stages times the model's layers

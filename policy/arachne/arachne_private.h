@@ -47,7 +47,7 @@ enum policy_type_feature {
 	PT_TFLOPS,		/* peak TFLOPS / 1000 */
 	PT_MEMORY,		/* memory / 100 GiB */
 	PT_ALPHA,		/* [NUM_TP] stage speed at TP k / best stage speed */
-	PT_PHI = PT_ALPHA + POLICY_NUM_TP,	/* [NUM_TP] per-GPU speed at k / best per-GPU speed */
+	PT_PHI = PT_ALPHA + POLICY_NUM_TP, /* [NUM_TP] per-GPU speed at k / best per-GPU speed */
 	PT_MU = PT_PHI + POLICY_NUM_TP,	/* [NUM_TP] one block's state at k / GPU memory */
 	PT_NEED = PT_MU + POLICY_NUM_TP,	/* [NUM_TP] stages the model needs at k / DMAX */
 	PT_NODES = PT_NEED + POLICY_NUM_TP,	/* [NUM_TP] nodes with >= k free / nodes */
@@ -63,7 +63,7 @@ enum policy_global_feature {
 	PG_STEP,		/* t / T_max */
 	PG_FREE,		/* free GPUs / GPUs */
 	PG_PER_DEPTH,		/* [DMAX] log2(1 + free / d) / 12 */
-	PG_DEPTH = PG_PER_DEPTH + POLICY_DMAX,	/* chosen depth / DMAX (0 at the depth decision) */
+	PG_DEPTH = PG_PER_DEPTH + POLICY_DMAX, /* chosen depth / DMAX (0 at the depth decision) */
 	PG_STAGE,		/* stage index / depth */
 	PG_STAGES_LEFT,		/* stages still to choose / DMAX */
 	PG_PHASE,		/* [3] one-hot: depth, device, TP decision */
@@ -91,7 +91,7 @@ enum policy_comp_feature {
 #define POLICY_STATE_DIM	(POLICY_COMP_OFF + POLICY_COMP_FEATURES)
 
 /* Candidate features of the TP head beyond the chosen type's block. */
-#define POLICY_TP_FEATURES	(POLICY_NUM_TP + 5)	/* one-hot k, alpha, phi, mu, nodes, ok */
+#define POLICY_TP_FEATURES	(POLICY_NUM_TP + 5) /* one-hot k, alpha, phi, mu, nodes, ok */
 
 /* ---------------------------------------------------------------------
  * The network (net.c).
@@ -307,7 +307,7 @@ struct policy_env {
 	int type_gpus[POLICY_SLOTS];
 	int type_nodes[POLICY_SLOTS];
 	int blocks;			/* layers a pipeline must hold */
-	double capacity[POLICY_SLOTS][POLICY_NUM_TP];	/* layers one stage can hold at depth 1 */
+	double capacity[POLICY_SLOTS][POLICY_NUM_TP]; /* layers one stage can hold at depth 1 */
 	double speed[POLICY_SLOTS][POLICY_NUM_TP];	/* costmodel_stage_speed(), cached */
 	int largest_node[POLICY_SLOTS];	/* GPUs of the type's largest node */
 	double reference;		/* optimistic samples/s: reward scale */
@@ -496,7 +496,7 @@ void policy_batch_clear(struct policy_batch *b);
 /* The rollout with the fastest plan (the first of equals), or -1. */
 int policy_batch_best(const struct policy_batch *b);
 
-#define POLICY_MAX_TEMPLATES	(POLICY_MAX_STEPS + 4)	/* templates of a candidate plan */
+#define POLICY_MAX_TEMPLATES	(POLICY_MAX_STEPS + 4) /* templates of a candidate plan */
 
 /* One stage of a template: a GPU type and its TP degree. */
 struct policy_stage {

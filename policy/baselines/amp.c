@@ -312,17 +312,9 @@ static int amp_try(struct amp *a, int nused, int tp, int dp, int mbs,
 		return rc;
 	a->bs.states++;
 	if (baseline_published(&a->bs)) {
-		if (a->ncands == a->cap) {
-			size_t ncap = a->cap ? 2 * a->cap : 64;
-			struct amp_candidate *c = realloc(a->cands,
-							  ncap * sizeof(*c));
-
-			if (!c) {
-				costmodel_plan_free(plan);
-				return -ENOMEM;
-			}
-			a->cands = c;
-			a->cap = ncap;
+		if (AR_GROW(a->cands, a->cap, a->ncands + 1, 64) < 0) {
+			costmodel_plan_free(plan);
+			return -ENOMEM;
 		}
 		a->cands[a->ncands].iter_s = amp_estimate(a, plan, dp, pp, cost,
 							  first, last);

@@ -259,6 +259,7 @@ struct gpt_sync_group {
 	int nmembers;
 	int *members;			/* job ranks, ascending */
 	int nitems;
+	size_t items_cap;
 	struct gpt_sync_item *items;
 	size_t floats;			/* the items back to back */
 	MPI_Comm comm;			/* MPI_COMM_NULL when alone or not a member */
@@ -272,6 +273,7 @@ struct gpt_plan {
 	struct gpt_pipe *pipes;		/* owned */
 	struct gpt_place *place;	/* [job size] */
 	int ngroups;
+	size_t groups_cap;
 	struct gpt_sync_group *groups;	/* owned */
 };
 

@@ -141,7 +141,8 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T,
 				float maxv = -INFINITY, sum = 0.0f;
 
 				for (int t2 = 0; t2 <= t; t2++) {
-					const float *k = qkv + ((size_t)b * T + t2) * C3 + Cu + h * hd;
+					const float *k = qkv + ((size_t)b * T + t2) * C3 +
+							 Cu + h * hd;
 					float dot = 0.0f;
 
 					for (int i = 0; i < hd; i++)
@@ -162,7 +163,8 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T,
 				for (int i = 0; i < hd; i++)
 					o[i] = 0.0f;
 				for (int t2 = 0; t2 <= t; t2++) {
-					const float *v = qkv + ((size_t)b * T + t2) * C3 + 2 * Cu + h * hd;
+					const float *v = qkv + ((size_t)b * T + t2) * C3 +
+							 2 * Cu + h * hd;
 
 					for (int i = 0; i < hd; i++)
 						o[i] += a[t2] * v[i];

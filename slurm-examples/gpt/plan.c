@@ -137,12 +137,8 @@ static int add_item(struct gpt_plan *gp, const struct gpt_config *cfg,
 		    !memcmp(gp->groups[i].members, members, n * sizeof(int)))
 			g = &gp->groups[i];
 	if (!g) {
-		struct gpt_sync_group *v = realloc(gp->groups,
-			(gp->ngroups + 1) * sizeof(*v));
-
-		if (!v)
+		if (AR_GROW(gp->groups, gp->groups_cap, gp->ngroups + 1, 8) < 0)
 			return -ENOMEM;
-		gp->groups = v;
 		g = &gp->groups[gp->ngroups++];
 		memset(g, 0, sizeof(*g));
 		g->comm = MPI_COMM_NULL;
@@ -152,12 +148,8 @@ static int add_item(struct gpt_plan *gp, const struct gpt_config *cfg,
 			return -ENOMEM;
 		memcpy(g->members, members, n * sizeof(int));
 	}
-	struct gpt_sync_item *v = realloc(g->items,
-					  (g->nitems + 1) * sizeof(*v));
-
-	if (!v)
+	if (AR_GROW(g->items, g->items_cap, g->nitems + 1, 16) < 0)
 		return -ENOMEM;
-	g->items = v;
 	g->items[g->nitems++] = it;
 	g->floats += hi - lo;
 	return 0;

@@ -154,6 +154,8 @@ slurm_job_state() {
 		test "$st" != COMPLETING && break
 		sleep 0.1
 	done
+	test "$st" != COMPLETING ||
+		echo "job $1 still COMPLETING after 10 s (its epilog did not end)" >&2
 	echo "$st"
 }
 

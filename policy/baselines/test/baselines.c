@@ -500,7 +500,8 @@ static void hexiscale_pipelines_cross_nodes(void **state)
 				bool here = false;
 
 				for (int s = 0; s < t->nstages; s++)
-					here |= costmodel_template_group(t, 0, s, 0)->node == (int)n;
+					here |= costmodel_template_group(t, 0, s, 0)->node ==
+						(int)n;
 				holders += here;
 			}
 			assert_true(holders == 0 || holders >= 2);
