@@ -141,6 +141,14 @@ open(\"site.conf\", \"w\").write(text)" "$ROOT" "$conf" "$AR_SOCK_DIR/pd.sock" &
 	grep "is alive" ping.out
 '
 
+test_expect_success 'the installed man pages have every placeholder filled in' '
+	find "$ROOT" -path "*/share/man/man*/*" -type f >manpages &&
+	test "$(wc -l <manpages)" -ge 5 &&
+	! xargs grep -l "@[A-Z_]*@" <manpages &&
+	grep "^\.TH ARACHNECTL 1 \"[0-9-]*\" \"arachne [0-9]" \
+		"$(grep "/arachnectl\.1$" manpages)"
+'
+
 test_expect_success 'the example plugstack line names the plugin where it was installed' '
 	line=$(grep "^required " "$(find "$ROOT" -path "*/doc/arachne/examples/arachne.conf")") &&
 	echo "$line" &&
