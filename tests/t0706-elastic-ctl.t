@@ -40,4 +40,21 @@ test_expect_success 'then the left job is told it is out (exit 4), the running j
 	test_must_be_empty none.out
 '
 
+test_expect_success 'arachnectl list: every job for root' '
+	"$CTL" --plan-dir plans list >list.out &&
+	grep "^4 *[0-9a-z]* *4 *- *(no plan yet)$" list.out
+'
+
+if test "$(id -u)" = 0 && command -v setpriv >/dev/null &&
+   setpriv --reuid=nobody --regid=nogroup --clear-groups test -x "$CTL"; then
+	test_set_prereq AS_NOBODY
+fi
+
+test_expect_success AS_NOBODY 'arachnectl list: only your own jobs for another user' '
+	setpriv --reuid=nobody --regid=nogroup --clear-groups \
+		"$CTL" --plan-dir "$PWD/plans" list >nobody.out 2>nobody.err &&
+	test "$(cat nobody.out)" = "$(head -n 1 list.out)" &&
+	grep "no job of yours has a plan directory in $PWD/plans" nobody.err
+'
+
 test_done
