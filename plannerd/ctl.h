@@ -9,10 +9,14 @@
 
 #include <jansson.h>
 
-/* Exit status: 0 done, 1 refused, 2 bad usage or input, 3 no daemon. */
+/*
+ * Exit status: 0 done, 1 refused, 2 bad usage or input, 3 no daemon, 4
+ * (pending) the joined job has left.
+ */
 #define EXIT_REFUSED	1
 #define EXIT_USAGE	2
 #define EXIT_DAEMON	3
+#define EXIT_LEFT	4
 
 struct ctl {
 	const char *socket;

@@ -709,8 +709,20 @@ static int elastic_pending_cmd(const struct ctl *ctl, long long job)
 		return status;
 	p = elastic_pending(&e);
 	if (!elastic_takes_part(&e, job)) {
+		/*
+		 * A joined job whose leave another allocation committed (it
+		 * held no state to move), or whose join was aborted, must
+		 * hear that it is out: its script ends rather than train on.
+		 */
+		status = EXIT_REFUSED;	/* nothing waits for this job */
+		if (job != t &&
+		    elastic_list_has(json_object_get(e.state, "left"), job)) {
+			fprintf(stderr, "arachnectl: job %lld has left job %lld (generation %u is in force): nothing waits for it\n",
+				job, t, elastic_generation(&e));
+			status = EXIT_LEFT;
+		}
 		elastic_close(&e);
-		return EXIT_REFUSED;	/* nothing waits for this job */
+		return status;
 	}
 	left = json_integer_value(json_object_get(p, "deadline")) - time(NULL);
 	ar_jobdir_file(mig, sizeof(mig), e.dir, "migration",
@@ -722,6 +734,16 @@ static int elastic_pending_cmd(const struct ctl *ctl, long long job)
 	       access(mig, R_OK) == 0 ? mig : "-");
 	elastic_close(&e);
 	return 0;
+}
+
+/* Generation @g is in force now: its line loses the pending mark. */
+static void elastic_comment_committed(struct ejob *e, unsigned g)
+{
+	json_t *plan = ar_jobdir_plan(e->dir, g);
+
+	if (plan)
+		elastic_comment(e->id, e->state, g, plan, NULL);
+	json_decref(plan);
 }
 
 static int elastic_commit(const struct ctl *ctl, long long job)
@@ -750,6 +772,7 @@ static int elastic_commit(const struct ctl *ctl, long long job)
 	snprintf(op, sizeof(op), "%s", json_string_value(json_object_get(p, "op")));
 	if (strcmp(op, "shrink")) {
 		json_object_set_new(e.state, "pending", json_null());
+		elastic_comment_committed(&e, g);
 		if (ar_jobdir_save(e.dir, e.state) < 0) {
 			status = EXIT_REFUSED;
 			goto out;
@@ -771,6 +794,11 @@ static int elastic_commit(const struct ctl *ctl, long long job)
 		status = EXIT_REFUSED;
 		goto out;
 	}
+	/*
+	 * The line before the release: without an accounting database Slurm
+	 * takes no update of a resized job.
+	 */
+	elastic_comment_committed(&e, g);
 	keep = elastic_nodes_of(&e, t);
 	elastic_names(json_object_get(p, "release"), names, sizeof(names));
 	rc = elastic_release(t, keep);

@@ -193,7 +193,7 @@ static int remote_dir_prepare(const struct job_alloc *own, bool joining,
 			slurm_info("arachne: job %u: removed the plan directory an earlier job %u left",
 				   rs.target, rs.target);
 		} else {
-			snprintf(why, len, "%s was left by an earlier job with this id (Slurm reuses ids when its state is cleared); the plugin's job prolog removes such directories as root: is arachne.so in the plugstack.conf that slurmd reads?",
+			snprintf(why, len, "%s was left by an earlier job with this id (Slurm reuses ids when its state is cleared); the plugin's job prolog removes such directories as root, so slurmd does not load arachne.so (add it to the plugstack.conf that slurmd reads and restart slurmd)",
 				 link);
 			return -1;
 		}

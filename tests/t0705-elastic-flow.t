@@ -120,7 +120,9 @@ test_expect_success PLANNERD 'B joins: the migration runs with ranks in both all
 	grep "generation 2 (join) of job $A: moving the model state" B.log &&
 	verified 2 &&
 	test "$(state pending)" = None &&
-	test "$(state joined)" = "[$B]"
+	test "$(state joined)" = "[$B]" &&
+	scontrol show job $A >A2.show &&
+	grep "Comment=arachne generation 2: model=toy templates=[0-9]* pipelines=[0-9]* gpus=[0-9]* " A2.show
 '
 
 test_expect_success PLANNERD 'after the join both allocations train on generation 2' '
@@ -159,7 +161,7 @@ test_expect_success PLANNERD 'after the shrink a full-width srun runs on the sma
 	wait_grep "^[0-9.]* $A node1 gpu=1 gen=3 role=worker" seg.log &&
 	sleep 2 &&
 	! grep "conflicts with allocated node count" A.log &&
-	! grep "^[0-9.]* $A node2 .* gen=3" seg.log
+	! grep "^[0-9.]* $A node2 .* gen=3 role=[a-z]* pending= " seg.log
 '
 
 test_expect_success PLANNERD 'B leaves: its state moves back before it ends' '
