@@ -221,7 +221,7 @@ void gpt_data_sample(const struct gpt_data *d, uint64_t seed, long step,
 uint64_t gpt_mix64(uint64_t x);
 
 /* ---------------------------------------------------------------------
- * The plan as the trainer runs it (plan.c).
+ * The plan as the trainer runs it (roles.c).
  * ------------------------------------------------------------------- */
 
 struct gpt_stage_info {
@@ -310,7 +310,7 @@ struct gpt_job {
 int gpt_job_rank_of(const struct gpt_job *job, int node, int gpu);
 
 /* ---------------------------------------------------------------------
- * The trainer of one rank under one plan (train.c).
+ * The trainer of one rank under one plan (step.c).
  * ------------------------------------------------------------------- */
 
 struct gpt_acts;

@@ -1,5 +1,5 @@
 /*
- * train.c - one rank's part of a training step under a plan: the 1F1B
+ * step.c - one rank's part of a training step under a plan: the 1F1B
  * schedule of its pipeline stage, the activations and gradients it
  * exchanges with the neighbouring stages (whatever their TP degree), the
  * gradient sums over the plan's synchronization groups, AdamW, and the

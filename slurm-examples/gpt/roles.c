@@ -1,5 +1,5 @@
 /*
- * plan.c - an Arachne plan as the trainer runs it: the pipelines and
+ * roles.c - an Arachne plan as the trainer runs it: the pipelines and
  * their stages' ranks, each rank's place, each pipeline's share of the
  * global batch, and the groups whose gradients are summed together.
  * Every rank derives the same structure from the same plan, without
