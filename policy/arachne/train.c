@@ -90,7 +90,7 @@ struct trainer {
 	float *losses;			/* [batch] */
 	struct policy_trace *expert;	/* [batch] climbed plans, replayed */
 	int *expert_rc;
-	long expert_tried, expert_kept;	/* replays made, replays that gained */
+	long expert_kept;		/* climbed plans that entered a buffer */
 };
 
 /* ---------------------------------------------------------------------
@@ -240,7 +240,7 @@ static int candidate_placed(const struct policy_env *env,
 {
 	struct costmodel_pool pool;
 	struct costmodel_plan *plan;
-	int rc = 0, kept = 0;
+	int rc, kept = 0;
 
 	rc = costmodel_pool_init(&pool, env->cl);
 	if (rc < 0)
@@ -304,9 +304,7 @@ static void expert_task(void *p, int thread, int b)
 	}
 	start = x.thr;
 	rc = policy_climb_run(&climb, &x, EXPERT_WORK);
-	if (rc < 0)
-		return;
-	if (x.thr <= start)
+	if (rc < 0 || x.thr <= start)
 		return;
 	rc = candidate_placed(&c->env, &x);
 	if (rc < 0 || x.n == 0 || x.n > POLICY_MAX_STEPS)
@@ -547,7 +545,6 @@ static int expert_update(struct trainer *tr, int nb)
 			return -ENOMEM;
 		if (tr->expert_rc[b] < 0)
 			continue;
-		tr->expert_tried++;
 		rc = sil_offer(&tr->comps[tr->batch[b]], &tr->expert[b]);
 		if (rc < 0)
 			return rc;
