@@ -540,6 +540,10 @@ int policy_candidate_fill(const struct policy_env *env,
 			  struct costmodel_plan **planp,
 			  struct costmodel_pool *left);
 
+/* Keep only @x's templates that the fill places, in order. */
+int policy_candidate_drop_unplaced(const struct policy_env *env,
+				   struct policy_candidate *x);
+
 /*
  * policy_candidates_price() - fill and price @n candidates on @threads
  * threads (each x->thr set, 0 when it fails); returns the templates

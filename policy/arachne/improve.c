@@ -87,6 +87,52 @@ void policy_template_remove(struct policy_template *t, int at)
 	t->depth--;
 }
 
+/*
+ * Fill @x's templates in order into @plan from @pool, skipping those that
+ * no longer fit; with @drop_skipped, @x keeps only the ones placed.
+ * Returns how many were placed.
+ */
+static int fill_templates(const struct policy_env *env,
+			  struct policy_candidate *x, struct costmodel_pool *pool,
+			  struct costmodel_plan *plan, bool drop_skipped)
+{
+	int rc, placed = 0;
+
+	for (int i = 0; i < x->n; i++) {
+		struct costmodel_shape sh;
+
+		policy_template_to_shape(&x->t[i], &sh);
+		rc = costmodel_fill_add(env->cm, env->cl, pool, plan, &sh, NULL);
+		if (rc == -AR_EINFEASIBLE || rc == -AR_ENOPROFILE)
+			continue;	/* this template no longer fits: skip it */
+		if (rc < 0)
+			return rc;
+		if (drop_skipped)
+			x->t[placed] = x->t[i];
+		placed++;
+	}
+	if (drop_skipped)
+		x->n = placed;
+	return placed;
+}
+
+int policy_candidate_drop_unplaced(const struct policy_env *env,
+				   struct policy_candidate *x)
+{
+	struct costmodel_pool pool;
+	struct costmodel_plan *plan;
+	int rc;
+
+	rc = costmodel_pool_init(&pool, env->cl);
+	if (rc < 0)
+		return rc;
+	plan = costmodel_plan_create(env->cm);
+	rc = plan ? fill_templates(env, x, &pool, plan, true) : -ENOMEM;
+	costmodel_plan_free(plan);
+	costmodel_pool_fini(&pool);
+	return rc < 0 ? rc : 0;
+}
+
 int policy_candidate_fill(const struct policy_env *env,
 			  struct policy_candidate *x,
 			  struct costmodel_plan **planp,
@@ -94,7 +140,7 @@ int policy_candidate_fill(const struct policy_env *env,
 {
 	struct costmodel_pool pool;
 	struct costmodel_plan *plan;
-	int rc, placed = 0;
+	int rc, placed;
 
 	x->thr = 0.0;
 	if (planp)
@@ -107,18 +153,10 @@ int policy_candidate_fill(const struct policy_env *env,
 		costmodel_pool_fini(&pool);
 		return -ENOMEM;
 	}
-	for (int i = 0; i < x->n; i++) {
-		struct costmodel_shape sh;
-
-		policy_template_to_shape(&x->t[i], &sh);
-		rc = costmodel_fill_add(env->cm, env->cl, &pool, plan, &sh, NULL);
-		if (rc == -AR_EINFEASIBLE || rc == -AR_ENOPROFILE)
-			continue;	/* this template no longer fits: skip it */
-		if (rc < 0)
-			goto out;
-		placed++;
-	}
-	rc = 0;
+	placed = fill_templates(env, x, &pool, plan, false);
+	rc = placed < 0 ? placed : 0;
+	if (rc < 0)
+		goto out;
 	if (placed)
 		x->thr = plan->predicted.samples_per_s;
 	if (planp) {

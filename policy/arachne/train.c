@@ -232,44 +232,6 @@ static void rollout_task(void *p, int thread, int i)
 }
 
 /*
- * @x's templates that the fill places, in order: the climb's candidates
- * may hold templates it skips, which a replay could not build.
- */
-static int candidate_placed(const struct policy_env *env,
-			    struct policy_candidate *x)
-{
-	struct costmodel_pool pool;
-	struct costmodel_plan *plan;
-	int rc, kept = 0;
-
-	rc = costmodel_pool_init(&pool, env->cl);
-	if (rc < 0)
-		return rc;
-	plan = costmodel_plan_create(env->cm);
-	if (!plan) {
-		costmodel_pool_fini(&pool);
-		return -ENOMEM;
-	}
-	for (int i = 0; i < x->n; i++) {
-		struct costmodel_shape sh;
-
-		policy_template_to_shape(&x->t[i], &sh);
-		rc = costmodel_fill_add(env->cm, env->cl, &pool, plan, &sh, NULL);
-		if (rc == -AR_EINFEASIBLE || rc == -AR_ENOPROFILE) {
-			rc = 0;
-			continue;
-		}
-		if (rc < 0)
-			break;
-		x->t[kept++] = x->t[i];
-	}
-	x->n = kept;
-	costmodel_plan_free(plan);
-	costmodel_pool_fini(&pool);
-	return rc;
-}
-
-/*
  * Expert iteration for composition @b of this update: climb from its best
  * rollout and replay the climbed plan into tr->expert[b].  A climb that
  * gains nothing, or a plan the masks refuse, leaves expert_rc[b] < 0.
@@ -306,7 +268,8 @@ static void expert_task(void *p, int thread, int b)
 	rc = policy_climb_run(&climb, &x, EXPERT_WORK);
 	if (rc < 0 || x.thr <= start)
 		return;
-	rc = candidate_placed(&c->env, &x);
+	/* a template the fill skips could not be replayed */
+	rc = policy_candidate_drop_unplaced(&c->env, &x);
 	if (rc < 0 || x.n == 0 || x.n > POLICY_MAX_STEPS)
 		return;
 	opts.follow = &x;

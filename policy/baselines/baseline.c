@@ -399,19 +399,30 @@ double baseline_node_link_Bps(const struct costmodel *cm,
 	return costmodel_node_network_gbps(cm, cl, node) * 1e9 / 8;
 }
 
-double baseline_type_link_Bps(const struct costmodel *cm,
-			      const struct costmodel_cluster *cl, int gpu)
+/* The slowest @link of the nodes of GPU type @gpu, or 0 when it has none. */
+static double slowest_of_type(const struct costmodel *cm,
+			      const struct costmodel_cluster *cl, int gpu,
+			      double (*link)(const struct costmodel *,
+					     const struct costmodel_cluster *, int))
 {
-	double gbps = 0;
+	double slowest = 0;
 
 	for (size_t n = 0; n < cl->nnodes; n++) {
-		double g;
+		double v;
 
 		if (cl->nodes[n].gpu != gpu)
 			continue;
-		g = costmodel_node_network_gbps(cm, cl, (int)n);
-		gbps = gbps > 0 ? fmin(gbps, g) : g;
+		v = link(cm, cl, (int)n);
+		slowest = slowest > 0 ? fmin(slowest, v) : v;
 	}
+	return slowest;
+}
+
+double baseline_type_link_Bps(const struct costmodel *cm,
+			      const struct costmodel_cluster *cl, int gpu)
+{
+	double gbps = slowest_of_type(cm, cl, gpu, costmodel_node_network_gbps);
+
 	if (!(gbps > 0))
 		gbps = cl->inter_node_gbps > 0 ? cl->inter_node_gbps :
 		       costmodel_gpu(cm, gpu)->network_gbps;
@@ -421,16 +432,8 @@ double baseline_type_link_Bps(const struct costmodel *cm,
 double baseline_intra_Bps(const struct costmodel *cm,
 			  const struct costmodel_cluster *cl, int gpu)
 {
-	double GBps = 0;
+	double GBps = slowest_of_type(cm, cl, gpu, costmodel_node_intra_GBps);
 
-	for (size_t n = 0; n < cl->nnodes; n++) {
-		double g;
-
-		if (cl->nodes[n].gpu != gpu)
-			continue;
-		g = costmodel_node_intra_GBps(cm, cl, (int)n);
-		GBps = GBps > 0 ? fmin(GBps, g) : g;
-	}
 	if (!(GBps > 0))
 		GBps = costmodel_gpu(cm, gpu)->intra_node_GBps;
 	return GBps * 1e9;
