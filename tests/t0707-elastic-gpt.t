@@ -11,11 +11,7 @@ trainer cannot yet take in ranks of another allocation): the change is
 aborted and training goes on.'
 . "$(dirname "$0")/lib.sh"
 
-: "${MPIRUN:=$(command -v mpirun)}"
-if ! test -x "$ARACHNE_GPT" || ! test -x "$MPIRUN"; then
-	skip_all='arachne-gpt or mpirun not built/found (configure --with-mpi)'
-	test_done
-fi
+require_gpt_mpi
 
 # slurm_setup unsets every ARACHNE_* of the environment.
 GPT_BIN=$ARACHNE_GPT

@@ -10,11 +10,7 @@ arachne-plan makes.  Every communicator a rank makes must be one of the
 plan'\''s groups (ARACHNE_GPT_TRACE).'
 . "$(dirname "$0")/lib.sh"
 
-: "${MPIRUN:=$(command -v mpirun)}"
-if ! test -x "$ARACHNE_GPT" || ! test -x "$MPIRUN"; then
-	skip_all='arachne-gpt or mpirun not built/found (configure --with-mpi)'
-	test_done
-fi
+require_gpt_mpi
 
 STEPS=20
 

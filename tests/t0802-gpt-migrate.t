@@ -10,11 +10,7 @@ migration stops every rank with the reason, and the old state is intact: the
 checkpoint written before the migration resumes the run to the same losses.'
 . "$(dirname "$0")/lib.sh"
 
-: "${MPIRUN:=$(command -v mpirun)}"
-if ! test -x "$ARACHNE_GPT" || ! test -x "$MPIRUN"; then
-	skip_all='arachne-gpt or mpirun not built/found (configure --with-mpi)'
-	test_done
-fi
+require_gpt_mpi
 
 STEPS=20
 

@@ -12,11 +12,7 @@ join whose GPUs the run does not have stops it with the reason and the old
 state.'
 . "$(dirname "$0")/lib.sh"
 
-: "${MPIRUN:=$(command -v mpirun)}"
-if ! test -x "$ARACHNE_GPT" || ! test -x "$MPIRUN"; then
-	skip_all='arachne-gpt or mpirun not built/found (configure --with-mpi)'
-	test_done
-fi
+require_gpt_mpi
 
 STEPS=20
 
