@@ -23,6 +23,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "policy_private.h"
@@ -35,10 +36,19 @@ struct exh_option {
 	int gpu, tp;
 };
 
-/* A template by the option index of each stage, non-decreasing. */
+/*
+ * The most templates the search keeps.  A 4-type cluster has 1.5 million;
+ * 10,000 node groups of eight types had 20 million after 2.5 s of a 5 s
+ * budget (720 MB of keys whose free() alone overran the budget by 75 ms),
+ * far more than any budget can fill.  Past the cap the search says it is
+ * incomplete.
+ */
+#define EXH_MAX_KEYS (4u << 20)
+
+/* A template by the option index of each stage, non-decreasing: 9 bytes. */
 struct exh_key {
-	int depth;
-	int opt[EXH_MAX_DEPTH];
+	uint8_t depth;
+	uint8_t opt[EXH_MAX_DEPTH];
 };
 
 struct exh_search {
@@ -77,6 +87,8 @@ static int option_cmp(const void *a, const void *b)
 
 static int keys_push(struct exh_search *x, size_t *cap, const struct exh_key *k)
 {
+	if (x->nkeys >= EXH_MAX_KEYS)
+		return 0;	/* build_keys() stops and says the search is incomplete */
 	if (AR_GROW(x->keys, *cap, x->nkeys + 1, 1024) < 0)
 		return -ENOMEM;
 	x->keys[x->nkeys++] = *k;
@@ -125,8 +137,9 @@ static int build_keys(struct exh_search *x)
 	/*
 	 * The space can outgrow any budget (10,000 node groups of eight
 	 * types: killed after 80 s of a 10 s budget, gigabytes of keys):
-	 * the keys made in the first half of the budget are searched in
-	 * the second, and the search says it is incomplete.
+	 * the keys made in the first half of the budget, EXH_MAX_KEYS at
+	 * most, are searched in the second, and the search says it is
+	 * incomplete.
 	 */
 	struct planner_deadline half = {
 		.start = x->deadline.start,
@@ -148,7 +161,7 @@ static int build_keys(struct exh_search *x)
 			struct exh_key out = { .depth = 0 };
 			int nblocks = 0, s, rc;
 
-			if (planner_deadline_passed(&half)) {
+			if (planner_deadline_passed(&half) || x->nkeys >= EXH_MAX_KEYS) {
 				x->timed_out = true;
 				return 0;
 			}

@@ -147,6 +147,26 @@ test_expect_success 'exhaustive keeps a 1 s budget on 10,000 node groups' '
 	{ test $rc = 0 || { test $rc = 1 && grep "within the 1 s budget" err; }; }
 '
 
+# It then kept every key it could make in half the budget: 20 million
+# (720 MB) after 2.5 s, whose free() alone overran the budget by 75 ms.
+# The keys are capped at 4 Mi of 9 bytes; 400 MB of address space holds
+# the whole search.
+test_expect_success 'exhaustive on 10,000 node groups fits in 400 MB of address space' '
+	{ (ulimit -v 400000 &&
+	   timeout 60 "$ARACHNE_PLAN" --model llama3-8b --cluster groups.json \
+		--planner exhaustive --budget-s 4 >out 2>err); rc=$?; } &&
+	{ test $rc = 0 || { test $rc = 1 && grep "within the 4 s budget" err; }; } &&
+	! grep -i "allocate memory" err
+'
+
+# Sailor counted a type's GPUs in 16 bits and refused 65,536 of one type.
+test_expect_success 'sailor plans 65,536 single-GPU nodes of one type' '
+	echo "{\"nodes\":[{\"gpu\":\"h100\",\"gpus_per_node\":1,\"count\":65536}]}" >wide64k.json &&
+	timeout 60 "$ARACHNE_PLAN" --model llama3-8b --cluster wide64k.json \
+		--planner sailor --budget-s 2 >out &&
+	grep "^llama3-8b on cluster: [0-9]* of 65536 GPUs" out
+'
+
 test_expect_success '-o writes through a symlink to its target' '
 	echo old >target.json && ln -s target.json link.json &&
 	"$ARACHNE_PLAN" --model llama3-8b --cluster "$example" --planner sailor \

@@ -60,8 +60,8 @@ struct sailor_memo_entry {
 	bool used;
 	bool solved;			/* false: no assignment fits */
 	uint8_t stage;
-	uint16_t rem[SAILOR_MAX_TYPES];	/* GPUs left per type */
-	uint16_t combo[SAILOR_MAX_TYPES]; /* replicas per type at this stage */
+	uint32_t rem[SAILOR_MAX_TYPES];	/* GPUs left per type */
+	uint32_t combo[SAILOR_MAX_TYPES]; /* replicas per type at this stage */
 	struct sailor_info info;	/* from this stage on */
 };
 
@@ -90,7 +90,7 @@ struct sailor {
 };
 
 static uint64_t sailor_hash(const struct sailor *sl, int stage,
-			    const uint16_t *rem)
+			    const uint32_t *rem)
 {
 	uint64_t h = 1469598103934665603ull ^ (uint64_t)stage;
 
@@ -103,7 +103,7 @@ static uint64_t sailor_hash(const struct sailor *sl, int stage,
 
 /* The memo slot of (@stage, @rem): found, or empty to fill; NULL if full. */
 static struct sailor_memo_entry *sailor_memo_slot(struct sailor *sl, int stage,
-						  const uint16_t *rem)
+						  const uint32_t *rem)
 {
 	size_t mask = sl->memo_cap - 1;
 	size_t i = sailor_hash(sl, stage, rem) & mask;
@@ -155,12 +155,12 @@ static int sailor_memo_grow(struct sailor *sl)
 
 struct sailor_best {
 	bool found;
-	uint16_t combo[SAILOR_MAX_TYPES];
+	uint32_t combo[SAILOR_MAX_TYPES];
 	struct sailor_info info;
 	double prev_t;			/* last single-stage estimate looked at */
 };
 
-static int sailor_solve(struct sailor *sl, int stage, const uint16_t *rem,
+static int sailor_solve(struct sailor *sl, int stage, const uint32_t *rem,
 			struct sailor_memo_entry *out);
 
 /* Sailor's Tpp: bubbles at the straggler, every stage and send, the sync. */
@@ -191,8 +191,8 @@ static double sailor_allreduce(double bytes, int n, double Bps)
  * laid out type by type; the slowest pair sets the time, as Sailor takes
  * the slowest of its dp pairs.
  */
-static double sailor_send(const struct sailor *sl, int stage, const uint16_t *c,
-			  const uint16_t *next)
+static double sailor_send(const struct sailor *sl, int stage, const uint32_t *c,
+			  const uint32_t *next)
 {
 	double bytes = baseline_boundary_bytes(sl->bs.cm) * sl->mbs, worst = 0;
 	int i = 0, j = 0, left_i, left_j;
@@ -230,12 +230,12 @@ static double sailor_send(const struct sailor *sl, int stage, const uint16_t *c,
  * replicas to GPU types, merged with the best assignment of the later
  * stages as Sailor's merge_stages_get_time() merges them.
  */
-static int sailor_combo_done(struct sailor *sl, int stage, const uint16_t *rem,
-			     const uint16_t *c, struct sailor_best *best)
+static int sailor_combo_done(struct sailor *sl, int stage, const uint32_t *rem,
+			     const uint32_t *c, struct sailor_best *best)
 {
 	struct sailor_memo_entry rest;
 	struct sailor_info x;
-	uint16_t left[SAILOR_MAX_TYPES];
+	uint32_t left[SAILOR_MAX_TYPES];
 	double t = 0, bw = INFINITY, bytes = 0, single, send;
 	int rc;
 
@@ -287,8 +287,8 @@ static int sailor_combo_done(struct sailor *sl, int stage, const uint16_t *rem,
 }
 
 /* Every way to give @left more replicas to the types from slot @i on. */
-static int sailor_combos(struct sailor *sl, int stage, const uint16_t *rem,
-			 int i, int left, uint16_t *c, struct sailor_best *best)
+static int sailor_combos(struct sailor *sl, int stage, const uint32_t *rem,
+			 int i, int left, uint32_t *c, struct sailor_best *best)
 {
 	int most;
 	int rc;
@@ -322,12 +322,12 @@ static int sailor_combos(struct sailor *sl, int stage, const uint16_t *rem,
  * sailor_solve() - the best assignment of stages @stage.. given the GPUs
  * @rem left, memoized on (@stage, @rem) as Sailor's planner does.
  */
-static int sailor_solve(struct sailor *sl, int stage, const uint16_t *rem,
+static int sailor_solve(struct sailor *sl, int stage, const uint32_t *rem,
 			struct sailor_memo_entry *out)
 {
 	struct sailor_memo_entry *e = sailor_memo_slot(sl, stage, rem);
 	struct sailor_best best = { .found = false, .prev_t = -1 };
-	uint16_t c[SAILOR_MAX_TYPES] = { 0 };
+	uint32_t c[SAILOR_MAX_TYPES] = { 0 };
 	int rc;
 
 	if (e && e->used) {
@@ -456,7 +456,7 @@ static int sailor_price(struct sailor *sl, double iter_s)
 	int seq[COSTMODEL_MAX_DEPTH];
 	int *per_replica = NULL;
 	int *done = NULL;
-	uint16_t rem[SAILOR_MAX_TYPES];
+	uint32_t rem[SAILOR_MAX_TYPES];
 	struct costmodel_fill_opts opts;
 	struct costmodel_pool pool = { 0 };
 	struct costmodel_plan *plan = NULL;
@@ -474,7 +474,7 @@ static int sailor_price(struct sailor *sl, double iter_s)
 	if (rc < 0)
 		goto out;
 	for (int i = 0; i < sl->ntypes; i++)
-		rem[i] = (uint16_t)sl->count[i];
+		rem[i] = (uint32_t)sl->count[i];
 	for (int s = 0; s < D; s++) {
 		struct sailor_memo_entry e;
 		int r = 0;
@@ -485,7 +485,7 @@ static int sailor_price(struct sailor *sl, double iter_s)
 		if (!e.solved)
 			goto out;	/* cut short by the budget */
 		for (int i = 0; i < sl->ntypes; i++) {
-			for (int k = 0; k < e.combo[i]; k++)
+			for (uint32_t k = 0; k < e.combo[i]; k++)
 				per_replica[(r++) * D + s] = i;
 			rem[i] -= e.combo[i] * sl->tp[i][s];
 		}
@@ -600,7 +600,7 @@ static int sailor_depth_mbs(struct sailor *sl, int *dp)
 	ndp = sailor_dp_degrees(sl, most, dp);
 	for (int k = 0; k < ndp; k++) {
 		struct sailor_memo_entry e;
-		uint16_t rem[SAILOR_MAX_TYPES];
+		uint32_t rem[SAILOR_MAX_TYPES];
 
 		if (baseline_search_expired(&sl->bs))
 			return 0;
@@ -610,7 +610,7 @@ static int sailor_depth_mbs(struct sailor *sl, int *dp)
 		if (sl->memo_len)
 			sailor_memo_clear(sl);
 		for (int i = 0; i < sl->ntypes; i++)
-			rem[i] = (uint16_t)sl->count[i];
+			rem[i] = (uint32_t)sl->count[i];
 		rc = sailor_solve(sl, 0, rem, &e);
 		if (rc < 0)
 			return rc;
@@ -650,10 +650,9 @@ int planner_sailor(const struct policy_request *req,
 	for (int g = 0; g < COSTMODEL_MAX_GPU_TYPES; g++) {
 		if (!count[g])
 			continue;
-		if (sl->ntypes == SAILOR_MAX_TYPES || count[g] > UINT16_MAX) {
-			rc = ar_seterr(-AR_EINVAL,
-				       "sailor: at most %d GPU types of at most %d GPUs each",
-				       SAILOR_MAX_TYPES, UINT16_MAX);
+		if (sl->ntypes == SAILOR_MAX_TYPES) {
+			rc = ar_seterr(-AR_EINVAL, "sailor: at most %d GPU types",
+				       SAILOR_MAX_TYPES);
 			goto out;
 		}
 		sl->type[sl->ntypes] = g;
