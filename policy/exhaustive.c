@@ -45,6 +45,8 @@ struct exh_option {
  */
 #define EXH_MAX_KEYS (4u << 20)
 
+_Static_assert(EXH_MAX_OPTIONS <= UINT8_MAX + 1, "an option index must fit a key's byte");
+
 /* A template by the option index of each stage, non-decreasing: 9 bytes. */
 struct exh_key {
 	uint8_t depth;
