@@ -53,6 +53,15 @@ now() {
 	date +%s.%N
 }
 
+# segments_of_A: how many segments job A's tasks have started.
+segments_of_A() {
+	grep -c "^[0-9.]* $(cat A.job) " seg.log
+}
+
+segments_of_A_reach() {
+	test "$(segments_of_A)" -ge "$1"
+}
+
 # restart_plannerd NODE: stop that node's plannerd, start it again, wait
 # (bounded) for its socket.
 restart_plannerd() {
@@ -202,8 +211,14 @@ test_expect_success PLANNERD 'E is preempted while A cannot take part: aborted, 
 	wait_grep "generation 7 (join) done" A.log &&
 	verified 7 &&
 	(cd state && md5sum rank-* >../before-abort.md5) &&
+	# Both of A'"'"'s tasks must be inside a 20 s segment when E is warned:
+	# a segment logs its line before it reads seglen, so two lines of A
+	# logged after seglen is written are two tasks that cannot take part.
+	# (A fixed 1.5 s sleep here can lose that race on a loaded machine.)
+	segments=$(segments_of_A) &&
 	echo 20 >seglen.$A &&
-	sleep 1.5 &&
+	ar_wait_until 300 "both tasks of A to start a 20 s segment" \
+		segments_of_A_reach $((segments + 2)) &&
 	scancel --batch --signal=USR1 $E &&
 	slurm_wait_gone $E &&
 	cat E.log &&

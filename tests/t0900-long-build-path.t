@@ -41,12 +41,18 @@ inner() {
 		top_builddir=$long \
 		AR_SLURM_PORT_OFFSET=$inner_port_offset \
 		FUZZ_SECONDS=2 \
-		sh "$1"
+		sh "$1" -v
 	) >"$name.out" 2>&1
 	rc=$?
 	if test $rc != 0; then
-		cat "$name.out" >&2
-		echo "$name failed (exit $rc) from $long" >&2
+		# Into this test's own log, as TAP comments (sharness keeps fd 5
+		# for its output): what the inner test said before it failed.
+		{
+			echo "$name failed (exit $rc) from $long; what came before its first failure:"
+			awk '{ line[NR] = $0 }
+			     /^not ok/ { for (i = NR - 30; i <= NR; i++) if (i > 0) print line[i]; exit }' \
+				"$name.out"
+		} | sed "s/^/# /" >&5
 		return 1
 	fi
 }
