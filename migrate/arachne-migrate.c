@@ -686,13 +686,27 @@ static int find_rank(const struct args *a, const struct migrate *m,
 	return rank;
 }
 
+/*
+ * The file whose appearance calls off the meeting for the migration file
+ * @migration (DIR/migration.G.json: DIR/migration.G.abandoned, which
+ * arachnectl abort writes); "" when there is no such file name.
+ */
+static void called_off_path(const char *migration, char *buf, size_t len)
+{
+	size_t n = migration ? strlen(migration) : 0;
+
+	buf[0] = '\0';
+	if (n > 5 && !strcmp(migration + n - 5, ".json") && n - 5 + 11 < len)
+		snprintf(buf, len, "%.*s.abandoned", (int)(n - 5), migration);
+}
+
 /* --rendezvous: one process of a migration whose ranks started apart. */
 static int run_rendezvous(const struct args *a)
 {
 	struct migrate_transport *tp = NULL;
 	struct migrate_rdzv *r = NULL;
 	struct migrate *m = NULL;
-	char why[512], name[64];
+	char why[512], name[64], called_off[4096];
 	double t0 = ar_now();
 	int rank, rc;
 
@@ -722,12 +736,15 @@ static int run_rendezvous(const struct args *a)
 		return 0;
 	}
 	meeting_name(m, name, sizeof(name));
+	called_off_path(a->migration, called_off, sizeof(called_off));
 	rc = migrate_rdzv_join(&(struct migrate_rdzv_opts){
 				.dir = a->rendezvous, .name = name,
 				.rank = rank, .size = m->nranks,
 				.join_timeout_s = a->wait_s,
 				.timeout_s = a->timeout_s,
-				.addr = a->address }, &r);
+				.addr = a->address,
+				.called_off = called_off[0] ? called_off :
+							      NULL }, &r);
 	if (rc == 0 && rank == 0)
 		printf("arachne-migrate: %d ranks met in %.3f s\n", m->nranks,
 		       ar_now() - t0);

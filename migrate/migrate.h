@@ -358,6 +358,13 @@ struct migrate_rdzv_opts {
 	 * address of this host's interfaces that are up, loopback last.
 	 */
 	const char *addr;
+	/*
+	 * NULL, or a file whose appearance calls the meeting off: a rank
+	 * still waiting for the others stops at once with -AR_EABORT and
+	 * the file's first line (arachnectl abort writes one, so that the
+	 * ranks of a join it abandoned do not wait out the deadline).
+	 */
+	const char *called_off;
 };
 
 /*
@@ -365,7 +372,8 @@ struct migrate_rdzv_opts {
  * Collective over the @o->size ranks.  Caller frees *@rp with
  * migrate_rdzv_close().  -AR_ETIMEOUT names the ranks that did not come
  * (on rank 0) or says that rank 0 never published; -AR_EABORT carries
- * rank 0's refusal (a duplicate rank, a different size).
+ * rank 0's refusal (a duplicate rank, a different size) or why the meeting
+ * was called off (@o->called_off).
  */
 int migrate_rdzv_join(const struct migrate_rdzv_opts *o,
 		      struct migrate_rdzv **rp);

@@ -112,6 +112,7 @@ struct migrate_rdzv_peer {
 struct migrate_rdzv {
 	char name[208];
 	char path[4096];		/* rank 0's contact file */
+	char called_off[4096];		/* "": none (migrate_rdzv_opts) */
 	int rank, size;
 	double join_timeout_s;		/* for everyone to arrive */
 	double timeout_s;		/* every later wait */

@@ -374,6 +374,44 @@ static int rdzv_peer_set(struct migrate_rdzv *r, int rank, const json_t *e)
 }
 
 /*
+ * 0, or -AR_EABORT with the first line of the call-off file when it
+ * exists: the change this meeting was for was abandoned.
+ */
+static int rdzv_called_off(const struct migrate_rdzv *r)
+{
+	char *text = NULL;
+	size_t len = 0;
+
+	if (!r->called_off[0] || access(r->called_off, F_OK) != 0)
+		return 0;
+	if (ar_file_read(r->called_off, 4096, &text, &len) < 0 || !len) {
+		free(text);
+		return ar_seterr(-AR_EABORT, "rendezvous %s: called off (%s)",
+				 r->name, r->called_off);
+	}
+	text[strcspn(text, "\n")] = '\0';
+	ar_seterr(-AR_EABORT, "rendezvous %s: called off: %s", r->name, text);
+	free(text);
+	return -AR_EABORT;
+}
+
+/* Rank 0: wait for a hello, looking for a call-off between polls. */
+static int rdzv_wait_hello(const struct migrate_rdzv *r, double deadline)
+{
+	for (;;) {
+		double slice = ar_now() + RDZV_POLL_MS / 1000.0;
+		int rc = rdzv_called_off(r);
+
+		if (rc < 0)
+			return rc;
+		rc = rdzv_wait(r->listen_fd, POLLIN,
+			       slice < deadline ? slice : deadline);
+		if (rc != -AR_ETIMEOUT || ar_now() >= deadline)
+			return rc;
+	}
+}
+
+/*
  * Rank 0: accept hellos until every rank came or the deadline passed.
  * Each accepted member's own address (as rank 0 sees it) goes first in
  * its address list.
@@ -393,7 +431,7 @@ static int rdzv_host_gather(struct migrate_rdzv *r, double deadline)
 		const char *session = NULL;
 		int fd, rank = -1, size = -1, rc;
 
-		rc = rdzv_wait(r->listen_fd, POLLIN, deadline);
+		rc = rdzv_wait_hello(r, deadline);
 		if (rc < 0)
 			return rc;
 		fd = accept4(r->listen_fd, (struct sockaddr *)&sa, &salen,
@@ -506,6 +544,9 @@ static int rdzv_join_host(struct migrate_rdzv *r, const char *addr,
 		rc = ar_seterr(-AR_ETIMEOUT, "rendezvous %s: rank%s %s did not arrive within %.0f s",
 			       r->name, strchr(missing, ',') ? "s" : "",
 			       missing, r->join_timeout_s);
+	}
+	if (rc == -AR_ETIMEOUT || rc == -AR_EABORT) {
+		/* Those who came hear why, rather than wait for the table. */
 		for (int i = 1; i < r->size; i++)
 			if (r->peers[i].ctl >= 0)
 				rdzv_send_error(r->peers[i].ctl, ar_errmsg(),
@@ -544,6 +585,11 @@ static int rdzv_join_member(struct migrate_rdzv *r, const char *addr,
 		char *text = NULL;
 		int fd, port = 0;
 
+		rc = rdzv_called_off(r);
+		if (rc < 0) {
+			json_decref(mine);
+			return rc;
+		}
 		if (access(r->path, F_OK) == 0)
 			contact = ar_json_load_file(r->path);
 		if (!contact || json_unpack(contact, "{s:s, s:i}", "session",
@@ -659,6 +705,13 @@ int migrate_rdzv_join(const struct migrate_rdzv_opts *o,
 		free(r);
 		return ar_seterr(-ENAMETOOLONG, "rendezvous: %s: path too long",
 				 o->dir);
+	}
+	if (o->called_off &&
+	    (size_t)snprintf(r->called_off, sizeof(r->called_off), "%s",
+			     o->called_off) >= sizeof(r->called_off)) {
+		free(r);
+		return ar_seterr(-ENAMETOOLONG, "rendezvous: %s: path too long",
+				 o->called_off);
 	}
 	r->join_timeout_s = o->join_timeout_s > 0 ? o->join_timeout_s :
 			    r->timeout_s;

@@ -823,6 +823,29 @@ out:
 	return status;
 }
 
+/*
+ * Tell the ranks still waiting to meet for generation @g's migration
+ * (arachne-migrate --rendezvous, in every allocation) that it is off:
+ * they stop at once with the reason instead of waiting out the deadline.
+ */
+static void elastic_call_off(const struct ejob *e, unsigned g, const char *op,
+			     const char *reason)
+{
+	char path[PATH_MAX], text[1024];
+	int n, rc;
+
+	n = snprintf(path, sizeof(path), "%s/migration.%u.abandoned", e->dir, g);
+	if (n < 0 || (size_t)n >= sizeof(path))
+		return;
+	n = snprintf(text, sizeof(text), "job %lld: generation %u (%s) abandoned: %s\n",
+		     e->id, g, op, reason);
+	rc = ar_file_write_atomic(path, text, (size_t)n < sizeof(text) ?
+				  (size_t)n : sizeof(text) - 1, 0644);
+	if (rc < 0)
+		fprintf(stderr, "arachnectl: warning: job %lld: cannot write %s (%s): ranks waiting to migrate wait out their deadline\n",
+			e->id, path, strerror(-rc));
+}
+
 static int elastic_abort(const struct ctl *ctl, long long job)
 {
 	const char *reason = ctl->reason ? ctl->reason : "aborted";
@@ -882,6 +905,8 @@ static int elastic_abort(const struct ctl *ctl, long long job)
 	} else {
 		elastic_comment(t, e.state, ng, plan, NULL);
 		ar_jobdir_save(e.dir, e.state);
+		elastic_call_off(&e, g, json_string_value(json_object_get(p,
+								"op")), reason);
 		printf("job %lld: generation %u (%s) abandoned: %s; generation %u is plan %u again, whose layout the state never left\n",
 		       t, g, json_string_value(json_object_get(p, "op")),
 		       reason, ng, from);

@@ -8,7 +8,7 @@ node2 is held, the script commits (node2 is released) and the next segment
 trains on node1 alone.  Every step of the job must print the loss of the
 uninterrupted one-process run to 1e-5 relative.  A join is refused (the
 trainer cannot yet take in ranks of another allocation): the change is
-aborted and training goes on.'
+aborted, the joining job hears it at once and ends, and training goes on.'
 . "$(dirname "$0")/lib.sh"
 
 require_gpt_mpi
@@ -92,10 +92,12 @@ test_expect_success PLANNERD 'B asks to join: arachne-gpt stops with the reason,
 	echo $B >B.job &&
 	wait_grep "generation 3 (join): .*cannot yet take in the ranks of another allocation" A.log &&
 	wait_grep "generation 3 (join) abandoned: the trainer did not move the state" A.log 1800 &&
-	# B'"'"'s arachne-migrate would wait out the join'"'"'s deadline for ranks
-	# that never come: its user ends it.
-	scancel $B &&
-	slurm_wait_gone $B
+	# B'"'"'s arachne-migrate, waiting for ranks that never come, stops at
+	# the call-off (not at the join'"'"'s 600 s deadline) and B ends.
+	ar_wait_until 300 "job $B to end after the call-off" slurm_job_gone $B &&
+	cat B.log &&
+	grep "called off: job $A: generation 3 (join) abandoned: the trainer did not move the state; nothing was moved" B.log &&
+	test "$(slurm_job_state $B)" = FAILED
 '
 
 test_expect_success PLANNERD 'A trains to the end on node1; every step has the uninterrupted loss' '

@@ -208,6 +208,48 @@ static void test_missing_rank_is_named(void **state)
 	assert_int_equal(access("missing.rdzv", F_OK), -1);
 }
 
+/*
+ * A rank of a meeting that is called off while it waits: rank 0 with
+ * rank 1 connected (rank 2 never comes), or a member alone whose rank 0
+ * never comes (@arg: "alone").
+ */
+static int called_off_rank(int rank, void *arg)
+{
+	struct migrate_rdzv_opts o = opts(arg ? "alone" : "off", rank,
+					  arg ? 2 : 3);
+	struct migrate_rdzv *r = NULL;
+	char path[128];
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/off.abandoned", dir);
+	o.called_off = path;
+	rc = migrate_rdzv_join(&o, &r);
+	migrate_rdzv_close(r);
+	if (rc != -AR_EABORT)
+		return 30;
+	return strstr(ar_errmsg(), "called off: job 7: generation 3 (join) abandoned: the trainer did not move the state") &&
+	       !strchr(ar_errmsg(), '\n') ? 0 : 31;
+}
+
+static void test_called_off_stops_every_waiting_rank(void **state)
+{
+	static const char why[] = "job 7: generation 3 (join) abandoned: the trainer did not move the state\n";
+	char path[128];
+	pid_t kids[3];
+	double t0 = ar_now();
+
+	kids[0] = spawn(called_off_rank, 0, NULL);
+	kids[1] = spawn(called_off_rank, 1, NULL);
+	kids[2] = spawn(called_off_rank, 1, "alone");
+	usleep(300000);		/* all three are waiting */
+	snprintf(path, sizeof(path), "%s/off.abandoned", dir);
+	assert_int_equal(ar_file_write_atomic(path, why, strlen(why), 0644), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(child_status(kids[i]), 0);
+	/* At the call-off, not at the 10 s deadline. */
+	assert_true(ar_now() - t0 < 5.0);
+}
+
 static int size_rank(int rank, void *arg)
 {
 	struct migrate_rdzv_opts o = opts("size", rank, *(int *)arg);
@@ -367,6 +409,7 @@ int main(void)
 		cmocka_unit_test(test_missing_rank_is_named),
 		cmocka_unit_test(test_size_mismatch_refused),
 		cmocka_unit_test(test_stale_contact_file),
+		cmocka_unit_test(test_called_off_stops_every_waiting_rank),
 		cmocka_unit_test(test_migration_over_tcp),
 		cmocka_unit_test(test_bad_options),
 	};
