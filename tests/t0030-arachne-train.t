@@ -16,8 +16,11 @@ print(json.dumps(json.loads(b[8:8 + n])["__metadata__"], sort_keys=True))' "$1"
 
 test_expect_success 'trains a small policy with metadata' '
 	"$ARACHNE_TRAIN" --model llama3-8b --episodes 3 --compositions 4 \
-		--batch 2 --group 4 --seed 7 --threads 2 --out p.safetensors 2>err &&
+		--imitation-steps 20 --batch 2 --group 4 --seed 7 --threads 2 \
+		--out p.safetensors 2>err &&
 	grep "episode 3/3" err &&
+	grep "teacher plan on each of 4 compositions" err &&
+	grep ", 4 teacher plans," err &&
 	header p.safetensors >meta &&
 	grep "\"model\": \"llama3-8b\"" meta &&
 	grep "\"seed\": \"7\"" meta &&
@@ -28,7 +31,8 @@ test_expect_success 'trains a small policy with metadata' '
 
 test_expect_success 'the same seed gives the same weights, whatever the threads' '
 	"$ARACHNE_TRAIN" --model llama3-8b --episodes 3 --compositions 4 \
-		--batch 2 --group 4 --seed 7 --threads 1 -q --out q.safetensors &&
+		--imitation-steps 20 --batch 2 --group 4 --seed 7 --threads 1 -q \
+		--out q.safetensors &&
 	python3 -c "import sys; a, b = (open(f, \"rb\").read() for f in sys.argv[1:]); h = lambda x: x[8 + int.from_bytes(x[:8], \"little\"):]; sys.exit(h(a) != h(b))" \
 		p.safetensors q.safetensors
 '
@@ -52,7 +56,19 @@ test_expect_success 'bad arguments: exit 2 with the option named' '
 	grep "out are required" err &&
 	test_expect_code 2 "$ARACHNE_TRAIN" --model llama3-8b --out x --episodes zero 2>err &&
 	grep "\-\-episodes" err &&
-	test_expect_code 2 "$ARACHNE_TRAIN" --model nosuch --out x 2>err
+	test_expect_code 2 "$ARACHNE_TRAIN" --model nosuch --out x 2>err &&
+	test_expect_code 2 "$ARACHNE_TRAIN" --model llama3-8b --out x \
+		--imitation-steps -1 2>err &&
+	grep "\-\-imitation-steps: \"-1\" is not an integer of 0 or more" err &&
+	test_expect_code 2 "$ARACHNE_TRAIN" --model llama3-8b --out x --max-gpus 8 2>err &&
+	grep "\-\-max-gpus needs 32 to 65536" err
+'
+
+test_expect_success 'without a teacher: no teacher plan, the ablation' '
+	"$ARACHNE_TRAIN" --model llama3-8b --episodes 2 --compositions 4 \
+		--no-teacher --batch 2 --group 4 --seed 7 --out n.safetensors 2>err &&
+	grep ", 0 teacher plans," err &&
+	! grep "teacher plan on each" err
 '
 
 test_done

@@ -623,12 +623,15 @@ struct policy_train_opts {
 	int compositions;		/* training compositions generated */
 	int group;			/* rollouts per composition and update */
 	int batch;			/* compositions per update */
+	int max_gpus;			/* largest generated composition; 0: 1024 */
 	const char *out;
 	const char *command;		/* recorded in the metadata */
 	bool quiet;
 	long checkpoint_every;		/* 0: none */
 	const char *init;		/* start from these weights; NULL: random */
 	bool no_expert;			/* no climbed plans in the imitation (ablation) */
+	bool no_teacher;		/* no climbed structured plans (ablation) */
+	long imitation_steps;		/* updates imitating the teachers first */
 	/* tests: train on these compositions instead of generated ones */
 	const struct costmodel_cluster *const *fixed;
 	int nfixed;
@@ -640,6 +643,7 @@ struct policy_train_result {
 	double best;
 	double elapsed_s;
 	long distilled;			/* climbed plans that entered the imitation */
+	int teachers;			/* compositions with a teacher plan */
 };
 
 int policy_train(const struct costmodel *cm, const struct policy_train_opts *opts,

@@ -1,7 +1,10 @@
 /*
  * train.c - training one policy across compositions (§5.5).
  *
- * One update ("episode" on the command line):
+ * First, every composition's teacher plan (its best structured plan,
+ * climbed as at planning time) enters its replay buffer, and the policy
+ * imitates the teacher plans alone for a number of updates.  Then one
+ * update ("episode" on the command line):
  *   1. draw a batch of training compositions; on each run a group of
  *      rollouts in parallel threads.  One rollout per group draws its GPU
  *      types uniformly; the others are forced, with a probability that
@@ -10,7 +13,7 @@
  *      so compositions of any scale weigh alike; no value network.
  *   3. per composition, the gradient of the PPO clipped surrogate plus an
  *      entropy bonus per decision (divided by the decisions of its step),
- *      plus, at a fixed interval, self-imitation of the best plans in the
+ *      plus, every SIL_EVERY updates, self-imitation of the best plans in the
  *      composition's replay buffers (one per first depth).  Before each
  *      imitation, the best rollout of every composition is improved by a
  *      short local climb (improve.c) and the climbed plan is replayed
@@ -39,11 +42,12 @@
 
 #define PPO_EPOCHS		2
 #define PPO_CLIP		0.2f
-#define LEARNING_RATE		1e-3f
+#define LEARNING_RATE		3e-4f	/* 1e-3 undid the imitation in 200 updates */
+#define IMITATION_RATE		1e-3f	/* behaviour cloning of the teachers */
 #define ENTROPY_COEF		0.01f
 #define GRAD_CLIP		1.0
-#define SIL_EVERY		4	/* self-imitation every N updates */
-#define SIL_WEIGHT		0.5f
+#define SIL_EVERY		1	/* self-imitation every N updates */
+#define SIL_WEIGHT		4.0f	/* the imitation anchors the PPO updates */
 #define SIL_KEEP		0.9	/* imitate entries within 10% of the best */
 #define FORCE_START		0.8
 #define FORCE_END		0.25
@@ -51,6 +55,9 @@
 /* The climb of a composition's best rollout before imitation, in
  * policy_candidate_work() units: a quarter of one inference start. */
 #define EXPERT_WORK		400000.0
+/* The climb from a composition's structured start before training: as
+ * much as one inference start (arachne.c's IMPROVE_WORK). */
+#define TEACHER_WORK		1600000.0
 
 /* The best rollout seen for one (composition, first depth). */
 struct sil_entry {
@@ -91,6 +98,8 @@ struct trainer {
 	struct policy_trace *expert;	/* [batch] climbed plans, replayed */
 	int *expert_rc;
 	long expert_kept;		/* climbed plans that entered a buffer */
+	int *teacher_rc;		/* [ncomps] 1: its teacher plan is in a buffer */
+	int teachers;
 };
 
 /* ---------------------------------------------------------------------
@@ -145,7 +154,8 @@ static int comps_build(struct trainer *tr)
 	const struct policy_train_opts *o = tr->o;
 	struct costmodel_cluster *grid[MAX_EVAL_CLUSTERS];
 	struct policy_compose_opts co = { .min_types = 2, .max_types = 4,
-					  .min_gpus = 16, .max_gpus = 1024 };
+					  .min_gpus = 16,
+					  .max_gpus = o->max_gpus > 16 ? o->max_gpus : 1024 };
 	struct policy_rng rng;
 	int ngrid, want, tries = 0;
 
@@ -516,6 +526,108 @@ static int expert_update(struct trainer *tr, int nb)
 	return 0;
 }
 
+/*
+ * The teacher plan of composition @i, before training: the structured
+ * start climbed as far as one inference start climbs, replayed into the
+ * composition's replay buffer.  From the first imitation on, the policy
+ * learns to build in one pass what the full planner reaches on this
+ * composition; the rollouts' own bests replace it where they pass it.
+ */
+static void teacher_task(void *p, int thread, int i)
+{
+	struct trainer *tr = p;
+	struct comp *c = &tr->comps[i];
+	struct planner_deadline dl = { .start = ar_now(), .end = INFINITY };
+	struct policy_climb climb = { .env = &c->env, .threads = 1, .dl = &dl };
+	struct policy_rollout_opts opts = { .draw = POLICY_DRAW_GREEDY,
+					    .record = true };
+	struct policy_trace trace = { 0 };
+	struct policy_candidate x;
+	struct policy_episode ep;
+	struct policy_rng rng;
+	long priced = 0;
+	int rc;
+
+	tr->teacher_rc[i] = policy_structured_start(&c->env, 1, &x, &priced);
+	if (tr->teacher_rc[i] != 1)
+		return;
+	rc = policy_climb_run(&climb, &x, TEACHER_WORK);
+	if (rc == 0)
+		rc = policy_candidate_drop_unplaced(&c->env, &x);
+	if (rc == 0 && (x.n == 0 || x.n > POLICY_MAX_STEPS))
+		rc = -AR_EINFEASIBLE;
+	opts.follow = &x;
+	policy_rng_seed(&rng, tr->o->seed, 0x7eac4e7ULL ^ (uint64_t)i);
+	if (rc == 0)
+		rc = policy_episode_init(&ep, &c->env);
+	if (rc == 0) {
+		rc = policy_rollout(&ep, &tr->net, &tr->work[thread], &rng, &opts,
+				    &trace);
+		policy_episode_fini(&ep);
+	}
+	if (rc == 0)
+		rc = sil_offer(c, &trace);
+	policy_trace_fini(&trace);
+	tr->teacher_rc[i] = rc;
+}
+
+/* Every composition's teacher plan into its replay buffer. */
+static int teachers_build(struct trainer *tr)
+{
+	int kept = 0;
+
+	tr->teacher_rc = calloc(tr->ncomps, sizeof(*tr->teacher_rc));
+	if (!tr->teacher_rc)
+		return -ENOMEM;
+	planner_parallel(teacher_task, tr, tr->ncomps, tr->threads);
+	for (int i = 0; i < tr->ncomps; i++) {
+		if (tr->teacher_rc[i] == -ENOMEM)
+			return -ENOMEM;
+		kept += tr->teacher_rc[i] == 1;
+	}
+	tr->teachers = kept;
+	return 0;
+}
+
+/* @nb distinct compositions into tr->batch. */
+static void batch_draw(struct trainer *tr, struct policy_rng *pick, int nb)
+{
+	for (int b = 0; b < nb; b++) {
+		int j;
+		bool seen;
+
+		do {
+			j = policy_rng_below(pick, tr->ncomps);
+			seen = false;
+			for (int q = 0; q < b; q++)
+				seen |= tr->batch[q] == j;
+		} while (seen);
+		tr->batch[b] = j;
+	}
+}
+
+/*
+ * Before the first rollout: @steps updates of imitation alone, each on a
+ * batch of compositions' teacher plans (behaviour cloning), so that the
+ * rollouts start from a policy that already builds the search's plans.
+ */
+static void imitate_teachers(struct trainer *tr, struct policy_rng *pick,
+			     long steps)
+{
+	int nb = tr->o->batch < tr->ncomps ? tr->o->batch : tr->ncomps;
+
+	for (int i = 0; i < nb * tr->o->group; i++)
+		tr->trace_rc[i] = -AR_EINFEASIBLE;	/* no rollout rows */
+	for (long k = 0; k < steps; k++) {
+		batch_draw(tr, pick, nb);
+		tr->sil_now = true;
+		planner_parallel(grad_task, tr, nb, tr->threads);
+		pcgrad_combine(tr, nb);
+		policy_net_adam(&tr->net, IMITATION_RATE, 0.9f, 0.999f, 1e-8f, 0.0f);
+	}
+	tr->sil_now = false;
+}
+
 static void progress(const struct trainer *tr, long done, double mean,
 		     double best, double t0)
 {
@@ -557,6 +669,7 @@ static void trainer_fini(struct trainer *tr)
 			policy_compose_free(tr->comps[i].cl);
 	}
 	free(tr->comps);
+	free(tr->teacher_rc);
 	if (tr->traces)
 		for (int i = 0; i < ng; i++)
 			policy_trace_fini(&tr->traces[i]);
@@ -654,9 +767,23 @@ int policy_train(const struct costmodel *cm, const struct policy_train_opts *o,
 	rc = trainer_alloc(&tr);
 	if (rc < 0)
 		goto out;
+	if (!o->no_teacher) {
+		if (!o->quiet)
+			fprintf(stderr, "climbing a teacher plan on each of %d compositions\n",
+				tr.ncomps);
+		rc = teachers_build(&tr);
+		if (rc < 0)
+			goto out;
+	}
 
 	window = o->episodes / 10 > 0 ? o->episodes / 10 : 1;
 	policy_rng_seed(&pick, o->seed, 0xba7c4);
+	if (tr.teachers > 0 && o->imitation_steps > 0) {
+		if (!o->quiet)
+			fprintf(stderr, "imitating %d teacher plans for %ld updates\n",
+				tr.teachers, o->imitation_steps);
+		imitate_teachers(&tr, &pick, o->imitation_steps);
+	}
 	for (tr.update = 0; tr.update < o->episodes; tr.update++) {
 		int nb = o->batch < tr.ncomps ? o->batch : tr.ncomps;
 		int ng = nb * o->group, counted = 0;
@@ -665,19 +792,7 @@ int policy_train(const struct costmodel *cm, const struct policy_train_opts *o,
 		double mean = 0.0;
 
 		tr.force_p = FORCE_START + (FORCE_END - FORCE_START) * frac;
-		/* distinct compositions: a partial shuffle of the indices */
-		for (int b = 0; b < nb; b++) {
-			int j;
-			bool seen;
-
-			do {
-				j = policy_rng_below(&pick, tr.ncomps);
-				seen = false;
-				for (int q = 0; q < b; q++)
-					seen |= tr.batch[q] == j;
-			} while (seen);
-			tr.batch[b] = j;
-		}
+		batch_draw(&tr, &pick, nb);
 		planner_parallel(rollout_task, &tr, ng, tr.threads);
 		for (int i = 0; i < ng; i++) {
 			if (tr.trace_rc[i] == -ENOMEM) {
@@ -736,6 +851,7 @@ int policy_train(const struct costmodel *cm, const struct policy_train_opts *o,
 	res->best = best;
 	res->elapsed_s = ar_now() - t0;
 	res->distilled = tr.expert_kept;
+	res->teachers = tr.teachers;
 	rc = 0;
 out:
 	trainer_fini(&tr);

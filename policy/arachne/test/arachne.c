@@ -5,12 +5,13 @@
  * whatever the thread count, and planning with the same seed gives the
  * same plan (also across thread counts).  A replay (opts.follow) builds
  * exactly the plan it follows, refuses one the masks refuse, and training
- * imitates climbed plans that beat its rollouts.
+ * imitates climbed plans that beat its rollouts and its teacher plans.
  */
 #define AR_INTERNAL 1
 #include "config.h"
 
 #include <errno.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -82,16 +83,24 @@ static double toy_return(const struct policy_net *net, int n)
 	return sum / n;
 }
 
-static int train(long episodes, int threads, unsigned long seed, const char *out,
-		 struct policy_train_result *res)
+static struct policy_train_opts train_opts(long episodes, int threads,
+					   unsigned long seed, const char *out)
 {
-	const struct costmodel_cluster *fixed[] = { toy };
-	struct policy_train_opts o = {
+	static const struct costmodel_cluster *fixed[1];
+
+	fixed[0] = toy;
+	return (struct policy_train_opts){
 		.model = "dense", .episodes = episodes, .seed = seed,
 		.threads = threads, .group = 8, .batch = 1, .out = out,
 		.command = "test/arachne.t", .quiet = true,
 		.fixed = fixed, .nfixed = 1,
 	};
+}
+
+static int train(long episodes, int threads, unsigned long seed, const char *out,
+		 struct policy_train_result *res)
+{
+	struct policy_train_opts o = train_opts(episodes, threads, seed, out);
 
 	return policy_train(cm, &o, res);
 }
@@ -177,14 +186,61 @@ static void test_replay_builds_the_plan(void **state)
 	policy_episode_fini(&ep);
 }
 
-/* Training climbs its best rollouts and imitates what the climb gained. */
+/*
+ * Training climbs its best rollouts and imitates what the climb gained
+ * (without the teacher plan, which the climbs would rarely pass).
+ */
 static void test_training_imitates_climbed_plans(void **state)
 {
+	struct policy_train_opts o = train_opts(40, 2, 4, NULL);
 	struct policy_train_result res;
 
-	assert_int_equal(train(40, 2, 4, NULL, &res), 0);
+	o.no_teacher = true;
+	assert_int_equal(policy_train(cm, &o, &res), 0);
 	print_message("# %ld climbed plans imitated\n", res.distilled);
 	assert_true(res.distilled > 0);
+	assert_int_equal(res.teachers, 0);
+}
+
+/* The toy's teacher plan: its best structured plan, climbed as training climbs it. */
+static double teacher_return(void)
+{
+	struct policy_env env;
+	struct planner_deadline dl = { .start = ar_now(), .end = INFINITY };
+	struct policy_climb climb = { .env = &env, .threads = 1, .dl = &dl };
+	struct policy_candidate x;
+	long priced = 0;
+
+	assert_int_equal(policy_env_init(&env, cm, toy), 0);
+	assert_int_equal(policy_structured_start(&env, 1, &x, &priced), 1);
+	assert_int_equal(policy_climb_run(&climb, &x, 1600000.0), 0);
+	return x.thr / env.reference;
+}
+
+/*
+ * Imitating the teacher before any rollout makes the greedy construction
+ * build the teacher's plan, which an untrained policy does not reach.
+ */
+static void test_training_imitates_the_teacher(void **state)
+{
+	struct policy_train_opts o = train_opts(1, 2, 6, policy_path);
+	struct policy_train_result res;
+	struct policy_net before, after;
+	double teacher = teacher_return(), g0, g1;
+
+	assert_int_equal(policy_net_init(&before, 6), 0);
+	g0 = toy_return(&before, 1);
+	o.imitation_steps = 300;
+	assert_int_equal(policy_train(cm, &o, &res), 0);
+	assert_int_equal(res.teachers, 1);
+	assert_int_equal(policy_net_init(&after, 0), 0);
+	assert_int_equal(policy_weights_load(&after, NULL, policy_path), 0);
+	g1 = toy_return(&after, 1);
+	print_message("# teacher %.4f, greedy return %.4f -> %.4f\n", teacher, g0, g1);
+	assert_true(g0 < 0.99 * teacher);
+	assert_true(g1 >= 0.99 * teacher);
+	policy_net_fini(&before);
+	policy_net_fini(&after);
 }
 
 static void test_training_is_reproducible(void **state)
@@ -282,6 +338,7 @@ int main(void)
 		cmocka_unit_test(test_training_is_reproducible),
 		cmocka_unit_test(test_replay_builds_the_plan),
 		cmocka_unit_test(test_training_imitates_climbed_plans),
+		cmocka_unit_test(test_training_imitates_the_teacher),
 		cmocka_unit_test(test_same_seed_same_plan),
 		cmocka_unit_test(test_missing_policy),
 	};
