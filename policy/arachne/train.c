@@ -246,6 +246,35 @@ static void rollout_task(void *p, int thread, int i)
  * rollout and replay the climbed plan into tr->expert[b].  A climb that
  * gains nothing, or a plan the masks refuse, leaves expert_rc[b] < 0.
  */
+/*
+ * Replay plan @x on composition @c into @out, decision by decision under
+ * the masks, with the generator of (seed, @where).  A plan the masks
+ * refuse, or with a template the fill skips, gives -AR_EINFEASIBLE.
+ */
+static int replay_plan(struct trainer *tr, int thread, struct comp *c,
+		       struct policy_candidate *x, uint64_t where,
+		       struct policy_trace *out)
+{
+	struct policy_rollout_opts opts = { .draw = POLICY_DRAW_GREEDY,
+					    .record = true, .follow = x };
+	struct policy_episode ep;
+	struct policy_rng rng;
+	int rc;
+
+	rc = policy_candidate_drop_unplaced(&c->env, x);
+	if (rc < 0)
+		return rc;
+	if (x->n == 0 || x->n > POLICY_MAX_STEPS)
+		return -AR_EINFEASIBLE;
+	policy_rng_seed(&rng, tr->o->seed, where);
+	rc = policy_episode_init(&ep, &c->env);
+	if (rc < 0)
+		return rc;
+	rc = policy_rollout(&ep, &tr->net, &tr->work[thread], &rng, &opts, out);
+	policy_episode_fini(&ep);
+	return rc;
+}
+
 static void expert_task(void *p, int thread, int b)
 {
 	struct trainer *tr = p;
@@ -253,11 +282,7 @@ static void expert_task(void *p, int thread, int b)
 	struct comp *c = &tr->comps[tr->batch[b]];
 	struct planner_deadline dl = { .start = ar_now(), .end = INFINITY };
 	struct policy_climb climb = { .env = &c->env, .threads = 1, .dl = &dl };
-	struct policy_rollout_opts opts = { .draw = POLICY_DRAW_GREEDY,
-					    .record = true };
 	struct policy_candidate x;
-	struct policy_episode ep;
-	struct policy_rng rng;
 	bool *ok = calloc(group, sizeof(*ok));
 	double start;
 	int rc;
@@ -278,19 +303,8 @@ static void expert_task(void *p, int thread, int b)
 	rc = policy_climb_run(&climb, &x, EXPERT_WORK);
 	if (rc < 0 || x.thr <= start)
 		return;
-	/* a template the fill skips could not be replayed */
-	rc = policy_candidate_drop_unplaced(&c->env, &x);
-	if (rc < 0 || x.n == 0 || x.n > POLICY_MAX_STEPS)
-		return;
-	opts.follow = &x;
-	policy_rng_seed(&rng, tr->o->seed, 0xe4be47ULL ^ (uint64_t)b);
-	rc = policy_episode_init(&ep, &c->env);
-	if (rc == 0) {
-		rc = policy_rollout(&ep, &tr->net, &tr->work[thread], &rng, &opts,
-				    &tr->expert[b]);
-		policy_episode_fini(&ep);
-	}
-	tr->expert_rc[b] = rc;
+	tr->expert_rc[b] = replay_plan(tr, thread, c, &x, 0xe4be47ULL ^ (uint64_t)b,
+				       &tr->expert[b]);
 }
 
 /* ---------------------------------------------------------------------
@@ -539,12 +553,8 @@ static void teacher_task(void *p, int thread, int i)
 	struct comp *c = &tr->comps[i];
 	struct planner_deadline dl = { .start = ar_now(), .end = INFINITY };
 	struct policy_climb climb = { .env = &c->env, .threads = 1, .dl = &dl };
-	struct policy_rollout_opts opts = { .draw = POLICY_DRAW_GREEDY,
-					    .record = true };
 	struct policy_trace trace = { 0 };
 	struct policy_candidate x;
-	struct policy_episode ep;
-	struct policy_rng rng;
 	long priced = 0;
 	int rc;
 
@@ -553,18 +563,7 @@ static void teacher_task(void *p, int thread, int i)
 		return;
 	rc = policy_climb_run(&climb, &x, TEACHER_WORK);
 	if (rc == 0)
-		rc = policy_candidate_drop_unplaced(&c->env, &x);
-	if (rc == 0 && (x.n == 0 || x.n > POLICY_MAX_STEPS))
-		rc = -AR_EINFEASIBLE;
-	opts.follow = &x;
-	policy_rng_seed(&rng, tr->o->seed, 0x7eac4e7ULL ^ (uint64_t)i);
-	if (rc == 0)
-		rc = policy_episode_init(&ep, &c->env);
-	if (rc == 0) {
-		rc = policy_rollout(&ep, &tr->net, &tr->work[thread], &rng, &opts,
-				    &trace);
-		policy_episode_fini(&ep);
-	}
+		rc = replay_plan(tr, thread, c, &x, 0x7eac4e7ULL ^ (uint64_t)i, &trace);
 	if (rc == 0)
 		rc = sil_offer(c, &trace);
 	policy_trace_fini(&trace);
