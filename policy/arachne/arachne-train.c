@@ -21,7 +21,7 @@
 /* The paper's 94 are too few to imitate from: the policy learns them by
  * heart and plans the grid worse than before (docs/policy.md). */
 #define DEFAULT_COMPOSITIONS	400
-#define DEFAULT_IMITATION	10000
+#define DEFAULT_IMITATION	10000L
 #define DEFAULT_GROUP		8
 #define DEFAULT_BATCH		4
 #define DEFAULT_MAX_GPUS	4096
@@ -54,7 +54,7 @@ static void usage(FILE *f)
 		"  -h, --help              this text\n"
 		"  -V, --version           the version\n",
 		DEFAULT_EPISODES, DEFAULT_COMPOSITIONS, DEFAULT_GROUP,
-		DEFAULT_BATCH, DEFAULT_MAX_GPUS, (long)DEFAULT_IMITATION);
+		DEFAULT_BATCH, DEFAULT_MAX_GPUS, DEFAULT_IMITATION);
 }
 
 /* An integer option of at least @min, or exit 2 naming it. */

@@ -34,8 +34,8 @@
  * about a second of CPU on the development machine whatever the cluster
  * and model, and a count, so the same seed still gives the same plan.
  */
-#define IMPROVE_WORK		1600000.0	/* per start */
-#define IMPROVE_WORK_TOTAL	3200000.0	/* all starts */
+#define IMPROVE_WORK		POLICY_START_WORK	/* per start */
+#define IMPROVE_WORK_TOTAL	(2 * POLICY_START_WORK)	/* all starts */
 
 /* Models that plan with another model's policy (the paper's choice). */
 static const struct {

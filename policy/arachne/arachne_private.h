@@ -594,6 +594,14 @@ struct policy_climb {
 	long priced;			/* templates filled so far */
 };
 
+/*
+ * The climb's work from one start at planning time, in
+ * policy_candidate_work() units: about a second of CPU on the
+ * development machine whatever the cluster and model.  Training climbs
+ * its teacher plans as far.
+ */
+#define POLICY_START_WORK	1600000.0
+
 /* What filling @x costs: per template, the cluster's nodes plus its stages times the layers. */
 double policy_candidate_work(const struct policy_env *env,
 			     const struct policy_candidate *x);

@@ -54,10 +54,7 @@
 #define MAX_EVAL_CLUSTERS	256
 /* The climb of a composition's best rollout before imitation, in
  * policy_candidate_work() units: a quarter of one inference start. */
-#define EXPERT_WORK		400000.0
-/* The climb from a composition's structured start before training: as
- * much as one inference start (arachne.c's IMPROVE_WORK). */
-#define TEACHER_WORK		1600000.0
+#define EXPERT_WORK		(POLICY_START_WORK / 4)
 
 /* The best rollout seen for one (composition, first depth). */
 struct sil_entry {
@@ -561,7 +558,7 @@ static void teacher_task(void *p, int thread, int i)
 	tr->teacher_rc[i] = policy_structured_start(&c->env, 1, &x, &priced);
 	if (tr->teacher_rc[i] != 1)
 		return;
-	rc = policy_climb_run(&climb, &x, TEACHER_WORK);
+	rc = policy_climb_run(&climb, &x, POLICY_START_WORK);
 	if (rc == 0)
 		rc = replay_plan(tr, thread, c, &x, 0x7eac4e7ULL ^ (uint64_t)i, &trace);
 	if (rc == 0)

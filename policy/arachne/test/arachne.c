@@ -213,7 +213,7 @@ static double teacher_return(void)
 
 	assert_int_equal(policy_env_init(&env, cm, toy), 0);
 	assert_int_equal(policy_structured_start(&env, 1, &x, &priced), 1);
-	assert_int_equal(policy_climb_run(&climb, &x, 1600000.0), 0);
+	assert_int_equal(policy_climb_run(&climb, &x, POLICY_START_WORK), 0);
 	return x.thr / env.reference;
 }
 
