@@ -405,6 +405,22 @@ int migrate_rdzv_recv(struct migrate_rdzv *r, int peer, void *buf,
 int migrate_rdzv_agree(struct migrate_rdzv *r, bool ok);
 
 /*
+ * migrate_rdzv_connect_all() - collective: open the data connection to
+ * every other rank now, so that a process can run its own message layer
+ * over them (migrate_rdzv_fd()) without one rank waiting to accept while
+ * its peer waits for something else.  Bounded by the rendezvous' timeout.
+ */
+int migrate_rdzv_connect_all(struct migrate_rdzv *r);
+
+/*
+ * The data connection to @peer (a non-blocking stream socket) once it is
+ * open, or -1.  It stays the rendezvous' own: do not close it, and do not
+ * mix migrate_rdzv_send()/_recv() or a migration with your own messages
+ * on it.
+ */
+int migrate_rdzv_fd(const struct migrate_rdzv *r, int peer);
+
+/*
  * migrate_transport_tcp_create() - host-buffer transport over @r's
  * connections (rank i of @r is migration rank i).  @r must outlive the
  * transport.  After a failed migrate_run() the data connections are

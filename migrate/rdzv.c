@@ -840,6 +840,31 @@ int rdzv_data_fd(struct migrate_rdzv *r, int peer, double deadline)
 	return fd;
 }
 
+/* Lower ranks accept first, then connect to the higher ones: a connect
+ * completes in the listener's backlog, so no rank waits on one that waits. */
+int migrate_rdzv_connect_all(struct migrate_rdzv *r)
+{
+	double deadline = ar_now() + r->timeout_s;
+
+	for (int peer = 0; peer < r->size; peer++) {
+		int fd;
+
+		if (peer == r->rank)
+			continue;
+		fd = rdzv_data_fd(r, peer, deadline);
+		if (fd < 0)
+			return fd;
+	}
+	return 0;
+}
+
+int migrate_rdzv_fd(const struct migrate_rdzv *r, int peer)
+{
+	if (peer < 0 || peer >= r->size || peer == r->rank)
+		return -1;
+	return r->peers[peer].data;
+}
+
 void rdzv_data_close_all(struct migrate_rdzv *r)
 {
 	for (int i = 0; i < r->size; i++) {

@@ -1,6 +1,7 @@
 /*
  * rdzv.c - unit tests of the rendezvous: processes forked apart meet
- * through a private directory, broadcast, exchange messages, agree, run a
+ * through a private directory, broadcast, exchange messages, connect
+ * every pair for a message layer of their own, agree, run a
  * migration over the TCP transport, and fail with the reason when a rank
  * is missing, dies, comes twice or was started for another size.
  *
@@ -134,6 +135,61 @@ static void test_primitives(void **state)
 		assert_int_equal(child_status(kids[i - 1]), 0);
 	/* The contact file is gone once everyone came. */
 	assert_int_equal(access("prim.rdzv", F_OK), -1);
+}
+
+/*
+ * Every rank opens every connection at once, then writes one token to each
+ * peer on its own descriptor before reading any: the connections exist
+ * (the socket buffers take the tokens) and each pair's reaches the peer.
+ */
+static int connect_all_rank(int rank, void *arg)
+{
+	int size = *(int *)arg;
+	struct migrate_rdzv_opts o = opts("all", rank, size);
+	struct migrate_rdzv *r;
+
+	if (migrate_rdzv_join(&o, &r) < 0)
+		return 10;
+	if (migrate_rdzv_fd(r, (rank + 1) % size) != -1 ||
+	    migrate_rdzv_fd(r, rank) != -1 || migrate_rdzv_fd(r, size) != -1)
+		return 11;
+	if (migrate_rdzv_connect_all(r) < 0)
+		return 12;
+	for (int peer = 0; peer < size; peer++) {
+		uint32_t token = 100u * (uint32_t)rank + (uint32_t)peer;
+
+		if (peer != rank &&
+		    rdzv_write_all(migrate_rdzv_fd(r, peer), &token,
+				   sizeof(token), ar_now() + 10) < 0)
+			return 13;
+	}
+	for (int peer = 0; peer < size; peer++) {
+		uint32_t got = 0;
+
+		if (peer == rank)
+			continue;
+		if (rdzv_read_all(migrate_rdzv_fd(r, peer), &got, sizeof(got),
+				  ar_now() + 10) < 0)
+			return 14;
+		if (got != 100u * (uint32_t)peer + (uint32_t)rank)
+			return 15;
+	}
+	if (migrate_rdzv_agree(r, true) < 0)
+		return 16;
+	migrate_rdzv_close(r);
+	return 0;
+}
+
+static void test_connect_all(void **state)
+{
+	int size = 4;
+	pid_t kids[3];
+
+	for (int i = 1; i < size; i++)
+		kids[i - 1] = spawn(connect_all_rank, i, &size);
+	assert_int_equal(connect_all_rank(0, &size), 0);
+	for (int i = 1; i < size; i++)
+		assert_int_equal(child_status(kids[i - 1]), 0);
 }
 
 /* ------------------------------------------------------------ agreement */
@@ -404,6 +460,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_primitives),
+		cmocka_unit_test(test_connect_all),
 		cmocka_unit_test(test_agreement_names_the_failed_rank),
 		cmocka_unit_test(test_dead_rank_seen_before_the_timeout),
 		cmocka_unit_test(test_missing_rank_is_named),

@@ -45,6 +45,8 @@ struct args {
 	const char *checkpoint;
 	const char *resume;
 	const char *plan_dir;
+	const char *world;		/* --world: meet other launches there */
+	const char *node;		/* --node: this launch's node */
 	int micro_batch;
 	struct gpt_adamw opt;
 	double timeout_s;
@@ -58,7 +60,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: arachne-gpt --model NAME --steps N --seed S [--data FILE]\n"
 		"                   [--plan PLAN.json --cluster C.json] [--then STEP:PLAN.json ...]\n"
-		"                   [--plan-dir DIR --checkpoint CKPT]\n"
+		"                   [--plan-dir DIR --checkpoint CKPT] [--world DIR [--node NAME]]\n"
 		"Train a small GPT on one process, or under mpirun/srun on exactly the given\n"
 		"plan (one rank per GPU of the cluster), moving the live state when the plan\n"
 		"changes.  Rank 0 prints \"step K loss X\" after every step.\n"
@@ -73,6 +75,12 @@ static void usage(FILE *f)
 		"      --plan-dir DIR      an elastic job's plan directory ($ARACHNE_PLAN_DIR):\n"
 		"                          train its plan, resume from --checkpoint, and at a\n"
 		"                          pending change move the state and stop\n"
+		"      --world DIR         the job's ranks come from several launches (two\n"
+		"                          allocations): meet the others in DIR and train\n"
+		"                          over TCP; each launch's ranks take the GPUs of the\n"
+		"                          node they run on\n"
+		"      --node NAME         the cluster node this launch runs on (default\n"
+		"                          $SLURMD_NODENAME, else the host name)\n"
 		"  -b, --micro-batch N     one process: micro-batch size (default 1)\n"
 		"      --checkpoint DIR    write the state there before each plan change and\n"
 		"                          at the end (one file per rank)\n"
@@ -129,7 +137,7 @@ static bool parse_double(const char *s, double lo, double hi, double *v)
 static int parse_args(int argc, char **argv, int rank, struct args *a)
 {
 	enum { OPT_LR = 256, OPT_WD, OPT_TIMEOUT, OPT_CHECKPOINT, OPT_RESUME,
-	       OPT_PLAN_DIR };
+	       OPT_PLAN_DIR, OPT_WORLD, OPT_NODE };
 	static const struct option opts[] = {
 		{ "model", required_argument, NULL, 'm' },
 		{ "steps", required_argument, NULL, 'n' },
@@ -145,6 +153,8 @@ static int parse_args(int argc, char **argv, int rank, struct args *a)
 		{ "checkpoint", required_argument, NULL, OPT_CHECKPOINT },
 		{ "resume", required_argument, NULL, OPT_RESUME },
 		{ "plan-dir", required_argument, NULL, OPT_PLAN_DIR },
+		{ "world", required_argument, NULL, OPT_WORLD },
+		{ "node", required_argument, NULL, OPT_NODE },
 		{ "profiles", required_argument, NULL, 'p' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
@@ -234,6 +244,12 @@ static int parse_args(int argc, char **argv, int rank, struct args *a)
 		case OPT_PLAN_DIR:
 			a->plan_dir = optarg;
 			break;
+		case OPT_WORLD:
+			a->world = optarg;
+			break;
+		case OPT_NODE:
+			a->node = optarg;
+			break;
 		case 'p':
 			a->profiles = optarg;
 			break;
@@ -269,6 +285,10 @@ static int parse_args(int argc, char **argv, int rank, struct args *a)
 		return bad_input(rank, "--plan and --cluster go together");
 	if (a->nthen && !a->plan)
 		return bad_input(rank, "--then needs --plan and --cluster");
+	if (a->world && !a->plan)
+		return bad_input(rank, "--world needs --plan and --cluster (with --plan-dir the plan directory is the meeting place)");
+	if (a->node && !a->world && !a->plan_dir)
+		return bad_input(rank, "--node goes with --world or --plan-dir");
 	for (int i = 0; i < a->nthen; i++)
 		if (a->then[i].step >= a->steps ||
 		    (i && a->then[i].step <= a->then[i - 1].step))
@@ -306,7 +326,7 @@ static int map_ranks(struct gpt_job *job)
 	MPI_Get_processor_name(host, &len);
 	host[strcspn(host, ".")] = '\0';
 	host[NAME - 1] = '\0';
-	MPI_Allgather(host, NAME, MPI_CHAR, all, NAME, MPI_CHAR, job->comm);
+	gpt_allgather(job->comm, host, NAME, GPT_BYTE, all);
 	for (int r = 0; r < job->size && by_host; r++) {
 		const char *h = all + (size_t)r * NAME;
 		int node = costmodel_cluster_node_find(cl, h), k = 0;
@@ -437,6 +457,82 @@ static void progress(const struct args *a, const struct gpt_job *job,
 	}
 }
 
+/*
+ * The job's ranks come from several launches (two allocations, whose
+ * steps share no MPI world): each launch's ranks take the GPUs of the
+ * node they run on (--node, $SLURMD_NODENAME or the host name), in the
+ * order of their ranks, so that job rank i drives the cluster's i-th GPU;
+ * then every rank of every launch meets in @dir as @name and the job
+ * trains over TCP.
+ */
+static const char *launch_node(const struct args *a, char *buf, size_t size)
+{
+	const char *env = getenv("SLURMD_NODENAME");
+
+	if (a->node)
+		return a->node;
+	if (env && *env)
+		return env;
+	if (gethostname(buf, size) < 0)
+		snprintf(buf, size, "localhost");
+	buf[size - 1] = '\0';
+	buf[strcspn(buf, ".")] = '\0';
+	return buf;
+}
+
+static int join_world(const struct args *a, struct gpt_job *job,
+		      const char *dir, const char *name)
+{
+	enum { NAME = 64 };
+	const struct costmodel_cluster *cl = job->cl;
+	char host[NAME] = "", buf[NAME], *all;
+	int gpus = costmodel_cluster_total_gpus(cl), node, k = 0, rank, rc;
+	struct migrate_rdzv_opts ro = {
+		.dir = dir, .name = name, .size = gpus,
+		.join_timeout_s = a->timeout_s, .timeout_s = a->timeout_s,
+	};
+	struct gpt_comm *world;
+
+	snprintf(host, sizeof(host), "%s", launch_node(a, buf, sizeof(buf)));
+	all = calloc(job->size, NAME);
+	if (!all)
+		return -ENOMEM;
+	gpt_allgather(job->comm, host, NAME, GPT_BYTE, all);
+	for (int q = 0; q < job->rank; q++)
+		k += !strcmp(all + (size_t)q * NAME, host);
+	free(all);
+	node = costmodel_cluster_node_find(cl, host);
+	if (node < 0)
+		return ar_seterr(-AR_EINVAL, "this launch runs on node %s, which the cluster does not have (--node)",
+				 host);
+	if (k >= cl->nodes[node].gpus)
+		return ar_seterr(-AR_EINVAL, "node %s has %d GPUs, but this launch started more ranks there",
+				 host, cl->nodes[node].gpus);
+	rank = k;
+	for (int n = 0; n < node; n++)
+		rank += cl->nodes[n].gpus;
+	free(job->node_of);
+	free(job->gpu_of);
+	job->node_of = calloc(gpus, sizeof(int));
+	job->gpu_of = calloc(gpus, sizeof(int));
+	if (!job->node_of || !job->gpu_of)
+		return -ENOMEM;
+	for (size_t n = 0, i = 0; n < cl->nnodes; n++)
+		for (int g = 0; g < cl->nodes[n].gpus; g++, i++) {
+			job->node_of[i] = (int)n;
+			job->gpu_of[i] = g;
+		}
+	ro.rank = rank;
+	rc = gpt_comm_tcp(&ro, &world);
+	if (rc < 0)
+		return ar_seterr(rc, "%s: %s", dir, ar_errmsg());
+	gpt_comm_free(job->comm);
+	job->comm = world;
+	job->rank = rank;
+	job->size = gpus;
+	return 0;
+}
+
 /* ---------------------------------------------------------------------
  * Training.
  * ------------------------------------------------------------------- */
@@ -453,7 +549,7 @@ static int resume_step(const struct gpt_job *job, int rc, long step,
 	 * take no part in either) */
 	long v[3] = { rc < 0, step < 0 ? -1 : step, step < 0 ? -LONG_MAX : -step };
 
-	gpt_allreduce(v, 3, MPI_LONG, MPI_MAX, job->comm);
+	gpt_allreduce(job->comm, v, 3, GPT_LONG, GPT_MAX);
 	if (v[0])
 		return -AR_EABORT;
 	if (v[1] < 0)
@@ -682,8 +778,7 @@ abort:
 	gpt_trainer_destroy(&tr);
 	gpt_plan_free(moved);
 	/* Peers may wait on this rank forever: end the job. */
-	MPI_Abort(job->comm, 1);
-	return 1;
+	gpt_comm_abort(job->comm);
 }
 
 static int run(int argc, char **argv, struct gpt_job *job)
@@ -728,9 +823,19 @@ static int run(int argc, char **argv, struct gpt_job *job)
 			goto out;
 		}
 		job->cl = cl;
-		rc = check_size(job, a.cluster);
-		if (rc == 0)
-			rc = map_ranks(job);
+		if (a.world) {
+			rc = join_world(&a, job, a.world, "arachne-gpt");
+			if (rc < 0) {
+				fprintf(stderr, "arachne-gpt: rank %d: %s\n",
+					job->rank, ar_errmsg());
+				rc = 1;
+				goto out;
+			}
+		} else {
+			rc = check_size(job, a.cluster);
+			if (rc == 0)
+				rc = map_ranks(job);
+		}
 		if (rc == 0)
 			rc = load_plan(job, a.plan, &gp);
 		for (int i = 0; i < a.nthen && rc == 0; i++)
@@ -787,14 +892,15 @@ int main(int argc, char **argv)
 	int rc;
 
 	MPI_Init(&argc, &argv);
-	MPI_Comm_dup(MPI_COMM_WORLD, &job.comm);
-	MPI_Comm_rank(job.comm, &job.rank);
-	MPI_Comm_size(job.comm, &job.size);
+	if (gpt_comm_mpi(MPI_COMM_WORLD, &job.comm) < 0)
+		MPI_Abort(MPI_COMM_WORLD, 1);
+	job.rank = gpt_comm_rank(job.comm);
+	job.size = gpt_comm_size(job.comm);
 	job.trace = trace && *trace && strcmp(trace, "0");
 	rc = run(argc, argv, &job);
 	free(job.node_of);
 	free(job.gpu_of);
-	MPI_Comm_free(&job.comm);
+	gpt_comm_free(job.comm);
 	MPI_Finalize();
 	return rc;
 }

@@ -262,7 +262,7 @@ struct gpt_sync_group {
 	size_t items_cap;
 	struct gpt_sync_item *items;
 	size_t floats;			/* the items back to back */
-	MPI_Comm comm;			/* MPI_COMM_NULL when alone or not a member */
+	struct gpt_comm *comm;		/* NULL when alone or not a member */
 	bool member;
 };
 
@@ -300,7 +300,7 @@ struct gpt_job {
 	struct gpt_config cfg;
 	const struct costmodel *cm;
 	const struct costmodel_cluster *cl;	/* NULL: one process */
-	MPI_Comm comm;				/* every rank of the job */
+	struct gpt_comm *comm;			/* every rank of the job */
 	int rank, size;
 	int *node_of, *gpu_of;			/* [size]: each rank's GPU */
 	bool trace;				/* log communicators (tests) */
@@ -322,13 +322,13 @@ struct gpt_trainer {
 	const struct gpt_pipe *pipe;	/* NULL: idle */
 	const struct gpt_stage_info *stage;
 	int tp, tp_rank;
-	MPI_Comm tp_comm;		/* MPI_COMM_NULL at TP 1 */
+	struct gpt_comm *tp_comm;	/* NULL at TP 1 */
 	struct gpt_shard shard;
 	/* micro-batch slots: activations of the micro-batches in flight */
 	int nslots;
 	struct gpt_acts *slots;
 	void *scratch;
-	MPI_Request *reqs;		/* [slot][direction][peer]: sends */
+	struct gpt_req *reqs;		/* [slot][direction][peer]: sends */
 	int *nreqs;			/* [slot][direction] */
 	float *drecv;			/* a gradient from the next stage */
 	double **sync_buf;		/* [group]: its items, packed */
@@ -382,19 +382,61 @@ void gpt_stage_backward(struct gpt_trainer *tr, struct gpt_acts *a,
 			const float *dout);
 
 /* ---------------------------------------------------------------------
- * Waiting for MPI without taking the cores (comm.c): the blocking calls,
- * made of non-blocking ones and a polite wait.
+ * Communicators (comm.c): MPI's when one launch started every rank, or
+ * the job's own over TCP when several did (two Slurm allocations) and met
+ * through a rendezvous.  Ranks are a communicator's own, 0 .. size - 1.
+ * Every wait sleeps rather than spins.  Over TCP a peer that ends ends
+ * the rank with the reason, which ends its own peers' waits.
  * ------------------------------------------------------------------- */
 
-void gpt_wait(MPI_Request *req);
-void gpt_waitall(int n, MPI_Request *reqs);
-void gpt_recv(void *buf, int count, MPI_Datatype type, int src, int tag,
-	      MPI_Comm comm);
-void gpt_allreduce(void *buf, int count, MPI_Datatype type, MPI_Op op,
-		   MPI_Comm comm);
-void gpt_allgather(const void *send, int count, MPI_Datatype type, void *recv,
-		   MPI_Comm comm);
-void gpt_barrier(MPI_Comm comm);
+enum gpt_dtype { GPT_BYTE, GPT_LONG, GPT_FLOAT, GPT_DOUBLE };
+enum gpt_op { GPT_SUM, GPT_MAX };
+
+struct gpt_comm;			/* opaque */
+struct gpt_net;
+struct net_msg;
+
+struct gpt_req {
+	MPI_Request mpi;		/* MPI_REQUEST_NULL over TCP */
+	struct gpt_net *net;		/* over TCP: the send in flight */
+	struct net_msg *send;
+	int peer;
+};
+
+/* A duplicate of @parent. */
+int gpt_comm_mpi(MPI_Comm parent, struct gpt_comm **cp);
+/* Collective over @o->size processes: meet in @o->dir, connect each pair. */
+int gpt_comm_tcp(const struct migrate_rdzv_opts *o, struct gpt_comm **cp);
+/* Made by the @n members alone, @ranks of @parent in their order; @tag
+ * tells apart the communicators made at the same time. */
+int gpt_comm_sub(struct gpt_comm *parent, const int *ranks, int n, int tag,
+		 struct gpt_comm **cp);
+void gpt_comm_free(struct gpt_comm *c);
+int gpt_comm_rank(const struct gpt_comm *c);
+int gpt_comm_size(const struct gpt_comm *c);
+/* The rendezvous directory of a TCP world, or NULL over MPI. */
+const char *gpt_comm_tcp_dir(const struct gpt_comm *c);
+/* MPI's communicator, or MPI_COMM_NULL over TCP. */
+MPI_Comm gpt_comm_mpi_of(const struct gpt_comm *c);
+/* Ends the job: MPI_Abort, or this rank's end, which its peers see. */
+void gpt_comm_abort(struct gpt_comm *c) __attribute__((noreturn));
+
+void gpt_isend(struct gpt_comm *c, const void *buf, size_t count,
+	       enum gpt_dtype t, int dst, int tag, struct gpt_req *req);
+void gpt_waitall(int n, struct gpt_req *reqs);
+void gpt_send(struct gpt_comm *c, const void *buf, size_t count,
+	      enum gpt_dtype t, int dst, int tag);
+void gpt_recv(struct gpt_comm *c, void *buf, size_t count, enum gpt_dtype t,
+	      int src, int tag);
+void gpt_allreduce(struct gpt_comm *c, void *buf, size_t count,
+		   enum gpt_dtype t, enum gpt_op op);
+void gpt_iallreduce(struct gpt_comm *c, void *buf, size_t count,
+		    enum gpt_dtype t, enum gpt_op op, struct gpt_req *req);
+void gpt_allgather(struct gpt_comm *c, const void *send, size_t count,
+		   enum gpt_dtype t, void *recv);
+void gpt_bcast(struct gpt_comm *c, void *buf, size_t count, enum gpt_dtype t,
+	       int root);
+void gpt_barrier(struct gpt_comm *c);
 
 /* ---------------------------------------------------------------------
  * Checkpoints (ckpt.c): DIR/rank-NODE-GPU.bin, one per rank with state.
@@ -446,6 +488,10 @@ struct gpt_live_opts {
 	double timeout_s;		/* migrate_run()'s; 0: 60 s */
 	bool verbose;
 };
+
+/* The rendezvous every rank of @m meets at over TCP: named after the
+ * migration itself (a hash of its JSON), the same in every launch. */
+int gpt_live_meeting(const struct migrate *m, char *name, size_t size);
 
 /* The trainer's state as libarachne-migrate lays it out. */
 int gpt_live_layout(const struct gpt_config *cfg,

@@ -125,13 +125,35 @@ static void terminate_handler(bool on, int rank, long step)
  * The migration.
  * ------------------------------------------------------------------- */
 
-/* The ranks of @m as job ranks: migration rank i is the i-th entry. */
-static int migration_comm(const struct gpt_job *job, const struct migrate *m,
-			  MPI_Comm *comm)
+/*
+ * The migration's own communicator over the job's world.  Over MPI: the
+ * ranks of @m as job ranks, migration rank i the i-th entry.  Over TCP
+ * (ranks of several launches): a rendezvous of @m's ranks alone, named
+ * after the migration, in the world's directory, so that ranks that are
+ * not yet in the world (a join) can meet them there too.
+ */
+static int migration_transport(const struct gpt_job *job,
+			       const struct migrate *m, int me, double timeout_s,
+			       struct gpt_comm **mcommp,
+			       struct migrate_rdzv **rdzvp,
+			       struct migrate_transport **tpp)
 {
-	MPI_Group world, group;
-	int *ranks = malloc(m->nranks * sizeof(int)), rc = 0;
+	int *ranks, rc = 0;
 
+	if (gpt_comm_tcp_dir(job->comm)) {
+		char name[64];
+		struct migrate_rdzv_opts ro = {
+			.dir = gpt_comm_tcp_dir(job->comm), .name = name,
+			.rank = me, .size = m->nranks,
+			.timeout_s = timeout_s,
+		};
+
+		rc = gpt_live_meeting(m, name, sizeof(name));
+		if (rc == 0)
+			rc = migrate_rdzv_join(&ro, rdzvp);
+		return rc < 0 ? rc : migrate_transport_tcp_create(*rdzvp, tpp);
+	}
+	ranks = malloc(m->nranks * sizeof(int));
 	if (!ranks)
 		return -ENOMEM;
 	for (int i = 0; i < m->nranks; i++) {
@@ -142,17 +164,32 @@ static int migration_comm(const struct gpt_job *job, const struct migrate *m,
 				       m->ranks[i].gpu,
 				       job->cl->nodes[m->ranks[i].node].name);
 	}
-	if (rc == 0) {
-		MPI_Comm_group(job->comm, &world);
-		MPI_Group_incl(world, m->nranks, ranks, &group);
-		if (MPI_Comm_create_group(job->comm, group, TAG_MIGRATION,
-					  comm) != MPI_SUCCESS)
-			rc = ar_seterr(-AR_EPROTO, "MPI_Comm_create_group failed");
-		MPI_Group_free(&group);
-		MPI_Group_free(&world);
-	}
+	if (rc == 0)
+		rc = gpt_comm_sub(job->comm, ranks, m->nranks, TAG_MIGRATION,
+				  mcommp);
 	free(ranks);
+	if (rc == 0) {
+		MPI_Comm mpi = gpt_comm_mpi_of(*mcommp);
+
+		rc = migrate_transport_mpi_create(&mpi, tpp);
+	}
 	return rc;
+}
+
+int gpt_live_meeting(const struct migrate *m, char *name, size_t size)
+{
+	json_t *j = migrate_to_json(m);
+	char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	uint64_t h = 0xcbf29ce484222325ull;	/* FNV-1a */
+
+	json_decref(j);
+	if (!text)
+		return -ENOMEM;
+	for (const char *c = text; *c; c++)
+		h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+	free(text);
+	snprintf(name, size, "gpt-migration-%016llx", (unsigned long long)h);
+	return 0;
 }
 
 int gpt_live_migrate(const struct gpt_job *job, struct gpt_trainer *tr,
@@ -165,13 +202,13 @@ int gpt_live_migrate(const struct gpt_job *job, struct gpt_trainer *tr,
 	struct migrate *m = NULL;
 	struct migrate_transport *tp = NULL;
 	struct gpt_trainer next;
-	MPI_Comm mcomm = MPI_COMM_NULL;
+	struct gpt_comm *mcomm = NULL;
+	struct migrate_rdzv *mrdzv = NULL;
 	struct migrate_run_opts ropts = { .timeout_s = o->timeout_s };
 	struct fault fault;
 	int me, rc;
 
 	memset(&next, 0, sizeof(next));
-	next.tp_comm = MPI_COMM_NULL;
 	rc = gpt_live_layout(&job->cfg, &layout);
 	if (rc == 0)
 		rc = migrate_topo_from_cluster(job->cm, job->cl, &topo);
@@ -199,9 +236,8 @@ int gpt_live_migrate(const struct gpt_job *job, struct gpt_trainer *tr,
 				       next.shard.state_floats * sizeof(float));
 			goto out;
 		}
-		rc = migration_comm(job, m, &mcomm);
-		if (rc == 0)
-			rc = migrate_transport_mpi_create(&mcomm, &tp);
+		rc = migration_transport(job, m, me, o->timeout_s, &mcomm,
+					 &mrdzv, &tp);
 		if (rc < 0)
 			goto out;
 		if (fault_parse(me, &fault)) {
@@ -234,12 +270,11 @@ int gpt_live_migrate(const struct gpt_job *job, struct gpt_trainer *tr,
 	gpt_trainer_destroy(tr);
 	*tr = next;
 	memset(&next, 0, sizeof(next));
-	next.tp_comm = MPI_COMM_NULL;
 out:
 	if (tp)
 		migrate_transport_destroy(tp);
-	if (mcomm != MPI_COMM_NULL)
-		MPI_Comm_free(&mcomm);
+	migrate_rdzv_close(mrdzv);
+	gpt_comm_free(mcomm);
 	if (next.job)
 		gpt_trainer_destroy(&next);
 	migrate_free(m);

@@ -288,7 +288,7 @@ void gpt_acts_set_batch(struct gpt_acts *a, const struct gpt_trainer *tr,
 static void tp_sum(struct gpt_trainer *tr, double *buf, size_t n)
 {
 	if (tr->tp > 1)
-		gpt_allreduce(buf, (int)n, MPI_DOUBLE, MPI_SUM, tr->tp_comm);
+		gpt_allreduce(tr->tp_comm, buf, n, GPT_DOUBLE, GPT_SUM);
 }
 
 static void acc_add(double *acc, const float *part, size_t n)
@@ -553,7 +553,7 @@ static void head_forward(struct gpt_trainer *tr, struct gpt_acts *a,
 		s->rowmax[n] = m;
 	}
 	if (tr->tp > 1)
-		gpt_allreduce(s->rowmax, N, MPI_FLOAT, MPI_MAX, tr->tp_comm);
+		gpt_allreduce(tr->tp_comm, s->rowmax, (size_t)N, GPT_FLOAT, GPT_MAX);
 	/* rowsum[2n]: sum of exp; rowsum[2n + 1]: the target's logit */
 	for (int n = 0; n < N; n++) {
 		int tgt = a->targets[n];

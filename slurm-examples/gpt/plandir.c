@@ -113,7 +113,7 @@ static int plandir_ask(const struct gpt_job *job, const char *dir,
 		}
 		json_decref(comp);
 	}
-	MPI_Bcast(a, sizeof(*a), MPI_BYTE, 0, job->comm);
+	gpt_bcast(job->comm, a, sizeof(*a), GPT_BYTE, 0);
 	if (a->rc < 0) {
 		free(text);
 		return ar_seterr(a->rc, "%s", a->msg);
@@ -122,7 +122,7 @@ static int plandir_ask(const struct gpt_job *job, const char *dir,
 		return 0;
 	if (job->rank != 0 && !(text = calloc(1, a->len + 1)))
 		return -ENOMEM;		/* cannot happen for a few bytes */
-	MPI_Bcast(text, (int)a->len, MPI_CHAR, 0, job->comm);
+	gpt_bcast(job->comm, text, a->len, GPT_BYTE, 0);
 	*clusterp = json_loads(text, 0, NULL);
 	free(text);
 	return *clusterp ? 0 : -ENOMEM;

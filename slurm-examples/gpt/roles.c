@@ -141,7 +141,7 @@ static int add_item(struct gpt_plan *gp, const struct gpt_config *cfg,
 			return -ENOMEM;
 		g = &gp->groups[gp->ngroups++];
 		memset(g, 0, sizeof(*g));
-		g->comm = MPI_COMM_NULL;
+		g->comm = NULL;
 		g->nmembers = n;
 		g->members = malloc(n * sizeof(int));
 		if (!g->members)

@@ -36,22 +36,6 @@ static void trace_comm(const struct gpt_trainer *tr, const char *what,
 		what, buf);
 }
 
-/* A communicator over @ranks (job ranks, in the order given), made by
- * them alone. */
-static int comm_of(const struct gpt_trainer *tr, const int *ranks, int n,
-		   int tag, MPI_Comm *comm)
-{
-	MPI_Group world, group;
-	int rc;
-
-	MPI_Comm_group(tr->job->comm, &world);
-	MPI_Group_incl(world, n, ranks, &group);
-	rc = MPI_Comm_create_group(tr->job->comm, group, tag, comm);
-	MPI_Group_free(&group);
-	MPI_Group_free(&world);
-	return rc == MPI_SUCCESS ? 0 : ar_seterr(-AR_EPROTO, "MPI_Comm_create_group failed");
-}
-
 int gpt_trainer_create(struct gpt_trainer *tr, const struct gpt_job *job,
 		       struct gpt_plan *gp, uint64_t seed,
 		       const struct gpt_adamw *opt)
@@ -64,7 +48,6 @@ int gpt_trainer_create(struct gpt_trainer *tr, const struct gpt_job *job,
 	tr->gp = gp;
 	tr->seed = seed;
 	tr->opt = *opt;
-	tr->tp_comm = MPI_COMM_NULL;
 	tr->me = gp->place[job->rank];
 	tr->shard.last = -1;
 	if (tr->me.pipe < 0)
@@ -119,13 +102,13 @@ void gpt_trainer_destroy(struct gpt_trainer *tr)
 	if (tr->gp && tr->sync_buf)
 		for (int g = 0; g < tr->gp->ngroups; g++) {
 			free(tr->sync_buf[g]);
-			if (tr->gp->groups[g].comm != MPI_COMM_NULL &&
-			    gpt_group_has(&tr->gp->groups[g], tr->job->rank))
-				MPI_Comm_free(&tr->gp->groups[g].comm);
+			if (gpt_group_has(&tr->gp->groups[g], tr->job->rank)) {
+				gpt_comm_free(tr->gp->groups[g].comm);
+				tr->gp->groups[g].comm = NULL;
+			}
 		}
 	free(tr->sync_buf);
-	if (tr->tp_comm != MPI_COMM_NULL)
-		MPI_Comm_free(&tr->tp_comm);
+	gpt_comm_free(tr->tp_comm);
 	gpt_acts_free(tr->slots, tr->nslots);
 	gpt_scratch_free(tr->scratch);
 	free(tr->reqs);
@@ -133,7 +116,6 @@ void gpt_trainer_destroy(struct gpt_trainer *tr)
 	free(tr->drecv);
 	gpt_shard_free(&tr->shard);
 	memset(tr, 0, sizeof(*tr));
-	tr->tp_comm = MPI_COMM_NULL;
 	tr->shard.last = -1;
 }
 
@@ -148,8 +130,8 @@ bool gpt_group_has(const struct gpt_sync_group *g, int rank)
 /*
  * The TP communicator first, then the synchronization groups in the
  * plan's order: every rank makes the ones it belongs to in the same
- * order, so MPI_Comm_create_group, collective over each group alone,
- * cannot deadlock.
+ * order, so the making of each, collective over the group alone, cannot
+ * deadlock.
  */
 int gpt_trainer_comms(struct gpt_trainer *tr)
 {
@@ -160,7 +142,8 @@ int gpt_trainer_comms(struct gpt_trainer *tr)
 		return 0;
 	if (tr->tp > 1) {
 		trace_comm(tr, "tp", tr->stage->ranks, tr->tp);
-		rc = comm_of(tr, tr->stage->ranks, tr->tp, 0, &tr->tp_comm);
+		rc = gpt_comm_sub(tr->job->comm, tr->stage->ranks, tr->tp, 0,
+				  &tr->tp_comm);
 		if (rc < 0)
 			return rc;
 	}
@@ -170,7 +153,8 @@ int gpt_trainer_comms(struct gpt_trainer *tr)
 		if (!gpt_group_has(sg, tr->job->rank) || sg->nmembers < 2)
 			continue;
 		trace_comm(tr, "sync", sg->members, sg->nmembers);
-		rc = comm_of(tr, sg->members, sg->nmembers, 1 + g, &sg->comm);
+		rc = gpt_comm_sub(tr->job->comm, sg->members, sg->nmembers,
+				  1 + g, &sg->comm);
 		if (rc < 0)
 			return rc;
 	}
@@ -198,8 +182,8 @@ static void send_to_stage(struct gpt_trainer *tr, int slot, int dir,
 
 	for (int r = 0; r < to->tp; r++)
 		if (r % tr->tp == tr->tp_rank)
-			MPI_Isend(buf, count, MPI_FLOAT, to->ranks[r], tag,
-				  tr->job->comm,
+			gpt_isend(tr->job->comm, buf, (size_t)count, GPT_FLOAT,
+				  to->ranks[r], tag,
 				  &tr->reqs[(size_t)k * COSTMODEL_MAX_TP +
 					    tr->nreqs[k]++]);
 }
@@ -226,9 +210,8 @@ static void forward_one(struct gpt_trainer *tr, const struct gpt_data *data,
 	if (s > 0) {
 		const struct gpt_stage_info *prev = &pp->stages[s - 1];
 
-		gpt_recv(gpt_acts_input(a), count, MPI_FLOAT,
-			 prev->ranks[tr->tp_rank % prev->tp], 2 * i,
-			 tr->job->comm);
+		gpt_recv(tr->job->comm, gpt_acts_input(a), (size_t)count,
+			 GPT_FLOAT, prev->ranks[tr->tp_rank % prev->tp], 2 * i);
 	}
 	gpt_stage_forward(tr, a);
 	if (s < pp->nstages - 1)
@@ -249,9 +232,8 @@ static void backward_one(struct gpt_trainer *tr, int i)
 	if (s < pp->nstages - 1) {
 		const struct gpt_stage_info *next = &pp->stages[s + 1];
 
-		gpt_recv(tr->drecv, count, MPI_FLOAT,
-			 next->ranks[tr->tp_rank % next->tp], 2 * i + 1,
-			 tr->job->comm);
+		gpt_recv(tr->job->comm, tr->drecv, (size_t)count, GPT_FLOAT,
+			 next->ranks[tr->tp_rank % next->tp], 2 * i + 1);
 	}
 	wait_reqs(tr, slot, 1);
 	gpt_stage_backward(tr, a, s < pp->nstages - 1 ? tr->drecv : NULL);
@@ -324,13 +306,13 @@ static void unpack_item(const struct gpt_trainer *tr,
 
 /*
  * Sum every group's gradients over its members, in FP64: the terms are
- * FP32 products summed exactly, so the order MPI adds them in does not
+ * FP32 products summed exactly, so the order the sum adds them in does not
  * change the result that AdamW rounds once.
  */
 static int sync_grads(struct gpt_trainer *tr)
 {
 	struct gpt_plan *gp = tr->gp;
-	MPI_Request *req = malloc(gp->ngroups * sizeof(*req));
+	struct gpt_req *req = malloc(gp->ngroups * sizeof(*req));
 	int nreq = 0;
 
 	if (!req)
@@ -346,10 +328,9 @@ static int sync_grads(struct gpt_trainer *tr)
 			pack_item(tr, &sg->items[i], buf);
 			buf += sg->items[i].hi - sg->items[i].lo;
 		}
-		if (sg->comm != MPI_COMM_NULL)
-			MPI_Iallreduce(MPI_IN_PLACE, tr->sync_buf[g],
-				       (int)sg->floats, MPI_DOUBLE, MPI_SUM,
-				       sg->comm, &req[nreq++]);
+		if (sg->comm)
+			gpt_iallreduce(sg->comm, tr->sync_buf[g], sg->floats,
+				       GPT_DOUBLE, GPT_SUM, &req[nreq++]);
 	}
 	gpt_waitall(nreq, req);
 	free(req);
@@ -403,8 +384,7 @@ int gpt_trainer_sync_replicated(struct gpt_trainer *tr)
 				       cfg->unit_size[p] * sizeof(float));
 				at += cfg->unit_size[p];
 			}
-	gpt_allgather(send, (int)(per_unit * sh->nu), MPI_FLOAT, recv,
-		      tr->tp_comm);
+	gpt_allgather(tr->tp_comm, send, per_unit * sh->nu, GPT_FLOAT, recv);
 	at = 0;
 	for (int u = 0; u < cfg->U; u++)
 		for (int l = sh->first; l <= sh->last; l++)
@@ -469,7 +449,7 @@ int gpt_trainer_report(struct gpt_trainer *tr, double *loss)
 		      tr->tp_rank == 0;
 
 	if (sender && job->rank != 0)
-		MPI_Send(&tr->loss_sum, 1, MPI_DOUBLE, 0, TAG_LOSS, job->comm);
+		gpt_send(job->comm, &tr->loss_sum, 1, GPT_DOUBLE, 0, TAG_LOSS);
 	if (job->rank != 0)
 		return 0;
 	for (int p = 0; p < gp->npipes; p++) {
@@ -478,7 +458,7 @@ int gpt_trainer_report(struct gpt_trainer *tr, double *loss)
 		double v = tr->loss_sum;
 
 		if (src != job->rank)
-			gpt_recv(&v, 1, MPI_DOUBLE, src, TAG_LOSS, job->comm);
+			gpt_recv(job->comm, &v, 1, GPT_DOUBLE, src, TAG_LOSS);
 		total += v;
 	}
 	*loss = total / ((double)gp->global_batch * job->cfg.T);
