@@ -382,37 +382,187 @@ static int check_size(const struct gpt_job *job, const char *what)
 }
 
 /*
- * --plan-dir: the generation the job's state is in, its composition as
- * the cluster, its plan, and the checkpoint to resume from when there is
- * one.  A checkpoint of another generation is taken only when that
- * generation's plan is the same (an aborted change makes the plan before
- * it the next generation).
+ * The job's ranks come from several launches (two allocations, whose
+ * steps share no MPI world): each launch's ranks take the GPUs of the
+ * node they run on (--node, $SLURMD_NODENAME or the host name), in the
+ * order of their ranks, so that job rank i drives the cluster's i-th GPU;
+ * then every rank of every launch meets in @dir as @name and the job
+ * trains over TCP.
+ */
+static const char *launch_node(const struct args *a, char *buf, size_t size)
+{
+	const char *env = getenv("SLURMD_NODENAME");
+
+	if (a->node)
+		return a->node;
+	if (env && *env)
+		return env;
+	if (gethostname(buf, size) < 0)
+		snprintf(buf, size, "localhost");
+	buf[size - 1] = '\0';
+	buf[strcspn(buf, ".")] = '\0';
+	return buf;
+}
+
+static int join_world(const struct args *a, struct gpt_job *job,
+		      const char *dir, const char *name, const char *called_off)
+{
+	enum { NAME = 64 };
+	const struct costmodel_cluster *cl = job->cl;
+	char host[NAME] = "", buf[NAME], *all;
+	int gpus = costmodel_cluster_total_gpus(cl), node, k = 0, rank, rc;
+	struct migrate_rdzv_opts ro = {
+		.dir = dir, .name = name, .size = gpus,
+		.join_timeout_s = a->timeout_s, .timeout_s = a->timeout_s,
+		.called_off = called_off,
+	};
+	struct gpt_comm *world;
+
+	snprintf(host, sizeof(host), "%s", launch_node(a, buf, sizeof(buf)));
+	all = calloc(job->size, NAME);
+	if (!all)
+		return -ENOMEM;
+	gpt_allgather(job->comm, host, NAME, GPT_BYTE, all);
+	for (int q = 0; q < job->rank; q++)
+		k += !strcmp(all + (size_t)q * NAME, host);
+	free(all);
+	node = costmodel_cluster_node_find(cl, host);
+	if (node < 0)
+		return ar_seterr(-AR_EINVAL, "this launch runs on node %s, which the cluster does not have (--node)",
+				 host);
+	if (k >= cl->nodes[node].gpus)
+		return ar_seterr(-AR_EINVAL, "node %s has %d GPUs, but this launch started more ranks there",
+				 host, cl->nodes[node].gpus);
+	rank = k;
+	for (int n = 0; n < node; n++)
+		rank += cl->nodes[n].gpus;
+	free(job->node_of);
+	free(job->gpu_of);
+	job->node_of = calloc(gpus, sizeof(int));
+	job->gpu_of = calloc(gpus, sizeof(int));
+	if (!job->node_of || !job->gpu_of)
+		return -ENOMEM;
+	for (size_t n = 0, i = 0; n < cl->nnodes; n++)
+		for (int g = 0; g < cl->nodes[n].gpus; g++, i++) {
+			job->node_of[i] = (int)n;
+			job->gpu_of[i] = g;
+		}
+	ro.rank = rank;
+	rc = gpt_comm_tcp(&ro, &world);
+	if (rc < 0)
+		return ar_seterr(rc, "%s: %s", dir, ar_errmsg());
+	gpt_comm_free(job->comm);
+	job->comm = world;
+	job->rank = rank;
+	job->size = gpus;
+	return 0;
+}
+
+/*
+ * Of two compositions, the one that has every node of the other (a join
+ * adds nodes, a shrink or a leave takes some away): the cluster that both
+ * plans of a pending change are placed on.  NULL (freeing both) when
+ * neither has all of the other's nodes.
+ */
+static struct costmodel_cluster *cluster_union(struct costmodel_cluster *a,
+					       struct costmodel_cluster *b)
+{
+	struct costmodel_cluster *in[2] = { a, b };
+
+	for (int k = 0; k < 2; k++) {
+		const struct costmodel_cluster *big = in[k], *small = in[1 - k];
+		bool all = true;
+
+		for (size_t n = 0; n < small->nnodes && all; n++) {
+			int at = costmodel_cluster_node_find(big,
+							     small->nodes[n].name);
+
+			all = at >= 0 &&
+			      big->nodes[at].gpus >= small->nodes[n].gpus;
+		}
+		if (all) {
+			costmodel_cluster_free(in[1 - k]);
+			return in[k];
+		}
+	}
+	costmodel_cluster_free(a);
+	costmodel_cluster_free(b);
+	return NULL;
+}
+
+/*
+ * --plan-dir: the generation the job's state is in, the cluster, its
+ * plan, and the checkpoint to resume from when there is one.  The cluster
+ * is the generation's composition, or, while a change is pending from it,
+ * the larger of its and the pending one's, so that the change moves the
+ * state at the start of this run.  When that cluster has more GPUs than
+ * this launch has ranks, the others are another allocation's: every rank
+ * meets them in the plan directory (join_world()) under a name of the
+ * generations and the checkpoint's step, which every launch reads alike.
+ * A checkpoint of another generation is taken only when that generation's
+ * plan is the same (an aborted change makes the plan before it the next
+ * generation).  1: nothing left to train (said), the run ends;
+ * -AR_EABORT: the meeting failed (each rank said why).
  */
 static int plandir_open(const struct args *a, struct gpt_job *job,
 			struct costmodel_cluster **clp, unsigned *genp,
 			struct gpt_plan **gpp, const char **resumep)
 {
-	char path[4096], what[4200];
-	json_t *comp = NULL;
-	unsigned mark = 0;
+	char path[4096], what[4200], name[96], off[4200];
+	json_t *comp = NULL, *pending_comp = NULL;
+	struct costmodel_cluster *pending_cl = NULL;
+	unsigned mark = 0, pending = 0;
+	long mark_step = 0;
 	int rc;
 
-	rc = gpt_ckpt_marked(a->checkpoint, &mark);
+	rc = gpt_ckpt_marked(a->checkpoint, &mark, &mark_step);
 	if (rc == 0)
-		rc = gpt_plandir_start(job, a->plan_dir, mark, genp, &comp);
+		rc = gpt_plandir_start(job, a->plan_dir, mark, genp, &comp,
+				       &pending, &pending_comp);
 	if (rc == 0)
 		rc = costmodel_cluster_from_json(job->cm, comp, clp);
+	if (rc == 0 && pending_comp) {
+		rc = costmodel_cluster_from_json(job->cm, pending_comp,
+						 &pending_cl);
+		if (rc == 0) {
+			*clp = cluster_union(*clp, pending_cl);
+			if (!*clp)
+				rc = ar_seterr(-AR_EINVAL, "generation %u's composition and generation %u's each have nodes the other lacks",
+					       *genp, pending);
+		}
+	}
 	json_decref(comp);
+	json_decref(pending_comp);
 	if (rc < 0)
 		return ar_seterr(rc, "%s: %s", a->plan_dir, ar_errmsg());
 	job->cl = *clp;
-	snprintf(what, sizeof(what), "%s: generation %u's composition",
-		 a->plan_dir, *genp);
-	rc = check_size(job, what);
+	if (costmodel_cluster_total_gpus(job->cl) > job->size) {
+		if (!pending && mark == *genp && mark_step >= a->steps) {
+			if (job->rank == 0)
+				fprintf(stderr, "arachne-gpt: the checkpoint is of step %ld: nothing left to train\n",
+					mark_step);
+			return 1;
+		}
+		snprintf(name, sizeof(name), "gpt-world-%u-%u-%ld", *genp,
+			 pending, mark == *genp ? mark_step : 0);
+		snprintf(off, sizeof(off), "%s/migration.%u.abandoned",
+			 a->plan_dir, pending);
+		rc = join_world(a, job, a->plan_dir, name,
+				pending ? off : NULL);
+		if (rc < 0) {
+			fprintf(stderr, "arachne-gpt: rank %d: %s\n", job->rank,
+				ar_errmsg());
+			return -AR_EABORT;
+		}
+	} else {
+		snprintf(what, sizeof(what), "%s: generation %u's composition",
+			 a->plan_dir, pending ? pending : *genp);
+		rc = check_size(job, what);
+		if (rc == 0)
+			rc = map_ranks(job);
+	}
 	if (rc == 0)
 		rc = gpt_plandir_plan(a->plan_dir, *genp, path, sizeof(path));
-	if (rc == 0)
-		rc = map_ranks(job);
 	if (rc == 0)
 		rc = load_plan(job, path, gpp);
 	if (rc < 0 || !mark)
@@ -457,82 +607,6 @@ static void progress(const struct args *a, const struct gpt_job *job,
 	}
 }
 
-/*
- * The job's ranks come from several launches (two allocations, whose
- * steps share no MPI world): each launch's ranks take the GPUs of the
- * node they run on (--node, $SLURMD_NODENAME or the host name), in the
- * order of their ranks, so that job rank i drives the cluster's i-th GPU;
- * then every rank of every launch meets in @dir as @name and the job
- * trains over TCP.
- */
-static const char *launch_node(const struct args *a, char *buf, size_t size)
-{
-	const char *env = getenv("SLURMD_NODENAME");
-
-	if (a->node)
-		return a->node;
-	if (env && *env)
-		return env;
-	if (gethostname(buf, size) < 0)
-		snprintf(buf, size, "localhost");
-	buf[size - 1] = '\0';
-	buf[strcspn(buf, ".")] = '\0';
-	return buf;
-}
-
-static int join_world(const struct args *a, struct gpt_job *job,
-		      const char *dir, const char *name)
-{
-	enum { NAME = 64 };
-	const struct costmodel_cluster *cl = job->cl;
-	char host[NAME] = "", buf[NAME], *all;
-	int gpus = costmodel_cluster_total_gpus(cl), node, k = 0, rank, rc;
-	struct migrate_rdzv_opts ro = {
-		.dir = dir, .name = name, .size = gpus,
-		.join_timeout_s = a->timeout_s, .timeout_s = a->timeout_s,
-	};
-	struct gpt_comm *world;
-
-	snprintf(host, sizeof(host), "%s", launch_node(a, buf, sizeof(buf)));
-	all = calloc(job->size, NAME);
-	if (!all)
-		return -ENOMEM;
-	gpt_allgather(job->comm, host, NAME, GPT_BYTE, all);
-	for (int q = 0; q < job->rank; q++)
-		k += !strcmp(all + (size_t)q * NAME, host);
-	free(all);
-	node = costmodel_cluster_node_find(cl, host);
-	if (node < 0)
-		return ar_seterr(-AR_EINVAL, "this launch runs on node %s, which the cluster does not have (--node)",
-				 host);
-	if (k >= cl->nodes[node].gpus)
-		return ar_seterr(-AR_EINVAL, "node %s has %d GPUs, but this launch started more ranks there",
-				 host, cl->nodes[node].gpus);
-	rank = k;
-	for (int n = 0; n < node; n++)
-		rank += cl->nodes[n].gpus;
-	free(job->node_of);
-	free(job->gpu_of);
-	job->node_of = calloc(gpus, sizeof(int));
-	job->gpu_of = calloc(gpus, sizeof(int));
-	if (!job->node_of || !job->gpu_of)
-		return -ENOMEM;
-	for (size_t n = 0, i = 0; n < cl->nnodes; n++)
-		for (int g = 0; g < cl->nodes[n].gpus; g++, i++) {
-			job->node_of[i] = (int)n;
-			job->gpu_of[i] = g;
-		}
-	ro.rank = rank;
-	rc = gpt_comm_tcp(&ro, &world);
-	if (rc < 0)
-		return ar_seterr(rc, "%s: %s", dir, ar_errmsg());
-	gpt_comm_free(job->comm);
-	job->comm = world;
-	job->rank = rank;
-	job->size = gpus;
-	return 0;
-}
-
 /* ---------------------------------------------------------------------
  * Training.
  * ------------------------------------------------------------------- */
@@ -566,7 +640,7 @@ static int resume_step(const struct gpt_job *job, int rc, long step,
  * generation @gen (with --plan-dir; without it, nothing to mark).
  */
 static int checkpoint_mark(const struct args *a, const struct gpt_job *job,
-			   unsigned gen)
+			   unsigned gen, long step)
 {
 	int rc = 0;
 
@@ -574,7 +648,7 @@ static int checkpoint_mark(const struct args *a, const struct gpt_job *job,
 		return 0;
 	gpt_barrier(job->comm);
 	if (job->rank == 0)
-		rc = gpt_ckpt_mark(a->checkpoint, gen);
+		rc = gpt_ckpt_mark(a->checkpoint, gen, step);
 	return rc;
 }
 
@@ -589,7 +663,7 @@ static int migrate_after(const struct args *a, struct gpt_job *job,
 	if (a->checkpoint)
 		rc = gpt_ckpt_save(tr, a->checkpoint, t->step);
 	if (rc == 0)
-		rc = checkpoint_mark(a, job, gen);
+		rc = checkpoint_mark(a, job, gen, t->step);
 	if (rc < 0) {
 		fprintf(stderr, "arachne-gpt: rank %d: checkpoint before the migration after step %ld: %s\n",
 			job->rank, t->step, ar_errmsg());
@@ -611,8 +685,9 @@ static int migrate_after(const struct args *a, struct gpt_job *job,
  * as the checkpoint of that generation, and the run stops so that the
  * job's scripts commit the change (a shrink releases nodes this run still
  * holds) and start the next segment on it.  Returns 1 after the move, 2
- * when the pending plan has GPUs this run does not (a join: another
- * allocation's ranks, docs/gpt.md), 0 when nothing is pending, and
+ * when the pending plan has GPUs this run does not (a join: the next run
+ * meets another allocation's ranks, plandir_open()), 0 when nothing is
+ * pending, and
  * -AR_EABORT, the reason said, when the job must end.
  */
 static int plandir_change(const struct args *a, struct gpt_job *job,
@@ -646,7 +721,7 @@ static int plandir_change(const struct args *a, struct gpt_job *job,
 	if (rc < 0) {
 		/* Every rank read the same plan and failed alike. */
 		if (job->rank == 0)
-			fprintf(stderr, "arachne-gpt: generation %u (%s): %s: the plan needs GPUs this run does not have, and arachne-gpt cannot yet take in the ranks of another allocation (docs/gpt.md); stopping after step %ld with the state of generation %u in %s\n",
+			fprintf(stderr, "arachne-gpt: generation %u (%s): the plan needs GPUs this run does not have (%s): stopping after step %ld with the state of generation %u in %s; the next run, with the ranks of the other allocation, moves it\n",
 				next, op, ar_errmsg(), step, gen, a->checkpoint);
 		return 2;
 	}
@@ -658,7 +733,7 @@ static int plandir_change(const struct args *a, struct gpt_job *job,
 	if (rc == 0)
 		rc = gpt_ckpt_drop(tr, a->checkpoint);
 	if (rc == 0)
-		rc = checkpoint_mark(a, job, next);
+		rc = checkpoint_mark(a, job, next, step);
 	if (rc < 0) {
 		fprintf(stderr, "arachne-gpt: rank %d: the checkpoint of generation %u: %s\n",
 			job->rank, next, ar_errmsg());
@@ -759,7 +834,7 @@ static int train(const struct args *a, struct gpt_job *job,
 	}
 	if (a->checkpoint &&
 	    (gpt_ckpt_save(&tr, a->checkpoint, last) < 0 ||
-	     checkpoint_mark(a, job, gen) < 0)) {
+	     checkpoint_mark(a, job, gen, last) < 0)) {
 		fprintf(stderr, "arachne-gpt: rank %d: checkpoint: %s\n",
 			job->rank, ar_errmsg());
 		goto abort;
@@ -812,6 +887,10 @@ static int run(int argc, char **argv, struct gpt_job *job)
 	resume = a.resume;
 	if (a.plan_dir) {
 		rc = plandir_open(&a, job, &cl, &gen, &gp, &resume);
+		if (rc == 1 || rc == -AR_EABORT) {
+			rc = rc == 1 ? 0 : 1;
+			goto out;
+		}
 		if (rc < 0) {
 			rc = bad_input(job->rank, "%s", ar_errmsg());
 			goto out;
@@ -824,7 +903,7 @@ static int run(int argc, char **argv, struct gpt_job *job)
 		}
 		job->cl = cl;
 		if (a.world) {
-			rc = join_world(&a, job, a.world, "arachne-gpt");
+			rc = join_world(&a, job, a.world, "arachne-gpt", NULL);
 			if (rc < 0) {
 				fprintf(stderr, "arachne-gpt: rank %d: %s\n",
 					job->rank, ar_errmsg());

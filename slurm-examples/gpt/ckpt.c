@@ -222,33 +222,38 @@ int gpt_ckpt_drop(const struct gpt_trainer *tr, const char *dir)
  * DIR/generation: the plan generation the checkpoint's files are in, one
  * decimal line, written by rank 0 after every rank wrote its file.
  */
-int gpt_ckpt_mark(const char *dir, unsigned gen)
+int gpt_ckpt_mark(const char *dir, unsigned gen, long step)
 {
-	char path[4096], line[32];
-	int n = snprintf(line, sizeof(line), "%u\n", gen);
+	char path[4096], text[64];
+	int n = snprintf(text, sizeof(text), "%u\nstep %ld\n", gen, step);
 
 	snprintf(path, sizeof(path), "%s/generation", dir);
-	if (ar_file_write_atomic(path, line, (size_t)n, 0644) < 0)
+	if (ar_file_write_atomic(path, text, (size_t)n, 0644) < 0)
 		return ar_seterr(-AR_EINVAL, "%s: %s", path, ar_errmsg());
 	return 0;
 }
 
-int gpt_ckpt_marked(const char *dir, unsigned *genp)
+int gpt_ckpt_marked(const char *dir, unsigned *genp, long *stepp)
 {
 	char path[4096];
 	unsigned gen;
+	long step;
 	FILE *f;
 	int rc = 0;
 
 	*genp = 0;
+	*stepp = 0;
 	snprintf(path, sizeof(path), "%s/generation", dir);
 	f = fopen(path, "r");
 	if (!f)
 		return errno == ENOENT ? 0 : ar_seterr(-errno, "%s: %s", path, strerror(errno));
-	if (fscanf(f, "%u", &gen) != 1 || !gen)
+	if (fscanf(f, "%u", &gen) != 1 || !gen) {
 		rc = ar_seterr(-AR_EINVAL, "%s: expected a plan generation", path);
-	else
+	} else {
 		*genp = gen;
+		if (fscanf(f, " step %ld", &step) == 1 && step >= 0)
+			*stepp = step;
+	}
 	fclose(f);
 	return rc;
 }

@@ -453,9 +453,13 @@ int gpt_ckpt_save(const struct gpt_trainer *tr, const char *dir, long step);
 int gpt_ckpt_load(struct gpt_trainer *tr, const char *dir, long *stepp);
 /* A rank left without state by a migration removes its file of @dir. */
 int gpt_ckpt_drop(const struct gpt_trainer *tr, const char *dir);
-/* DIR/generation: the plan generation @dir's files are in (0: none). */
-int gpt_ckpt_mark(const char *dir, unsigned gen);
-int gpt_ckpt_marked(const char *dir, unsigned *genp);
+/*
+ * DIR/generation: the plan generation @dir's files are in (0: none) on
+ * its first line, and on the second "step S", the step they were written
+ * after (0 when the line is missing).
+ */
+int gpt_ckpt_mark(const char *dir, unsigned gen, long step);
+int gpt_ckpt_marked(const char *dir, unsigned *genp, long *stepp);
 
 /* ---------------------------------------------------------------------
  * An elastic job's plan directory (plandir.c, docs/elastic.md).
@@ -465,10 +469,13 @@ int gpt_ckpt_marked(const char *dir, unsigned *genp);
 /*
  * The generation the job's state is in (*@genp) and its composition
  * (*@clusterp, a cluster JSON), given the generation @mark the
- * checkpoint is in (0: none).
+ * checkpoint is in (0: none); a change pending from it, that the state
+ * has yet to move to: its generation (*@pendingp, 0: none) and
+ * composition (*@pending_clusterp, NULL: none).
  */
 int gpt_plandir_start(const struct gpt_job *job, const char *dir,
-		      unsigned mark, unsigned *genp, json_t **clusterp);
+		      unsigned mark, unsigned *genp, json_t **clusterp,
+		      unsigned *pendingp, json_t **pending_clusterp);
 /* The generation the state is in now (*@statep), given that the trainer
  * runs @cur; a change pending from @cur: *@nextp its generation (0: none),
  * @op its kind (join, shrink, leave). */

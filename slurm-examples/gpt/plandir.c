@@ -32,9 +32,11 @@
 struct plandir_answer {
 	int rc;
 	unsigned gen, next;		/* next: a pending generation, or 0 */
+	unsigned pending;		/* a generation pending from gen, or 0 */
 	char op[16];
 	char msg[PLANDIR_MSG];
 	unsigned long len;		/* of the composition's text */
+	unsigned long pending_len;	/* of the pending composition's */
 };
 
 static unsigned plandir_uint(const json_t *obj, const char *key)
@@ -44,9 +46,10 @@ static unsigned plandir_uint(const json_t *obj, const char *key)
 	return v > 0 && v < 1L << 30 ? (unsigned)v : 0;
 }
 
-/* Rank 0: read state.json into @a; the composition of @a->gen's state. */
+/* Rank 0: read state.json into @a; the composition of @a->gen's state,
+ * and in *@pendingp the pending one when the state is not in it yet. */
 static json_t *plandir_read(const char *dir, unsigned mark, unsigned cur,
-			    struct plandir_answer *a)
+			    struct plandir_answer *a, json_t **pendingp)
 {
 	char path[4096];
 	const json_t *pending, *comp;
@@ -69,6 +72,8 @@ static json_t *plandir_read(const char *dir, unsigned mark, unsigned cur,
 		snprintf(a->op, sizeof(a->op), "%s", op ? op : "change");
 		if (mark != gen) {
 			/* The state is still in the plan the change starts from. */
+			a->pending = gen;
+			*pendingp = json_incref((json_t *)comp);
 			comp = json_object_get(json_object_get(pending, "previous"),
 					       "composition");
 			if (cur && cur == from)
@@ -87,56 +92,91 @@ static json_t *plandir_read(const char *dir, unsigned mark, unsigned cur,
 	return (json_t *)comp;
 }
 
+/* Rank 0: @comp's text, its length in *@lenp; NULL and 0 for none. */
+static char *plandir_text(const json_t *comp, unsigned long *lenp,
+			  struct plandir_answer *a)
+{
+	char *text = comp ? json_dumps(comp, JSON_COMPACT) : NULL;
+
+	if (comp && !text)
+		a->rc = -ENOMEM;
+	*lenp = text ? strlen(text) : 0;
+	return text;
+}
+
+/* Every rank: the composition rank 0 broadcasts, @len bytes (0: none). */
+static int plandir_recv_json(const struct gpt_job *job, char *text,
+			     unsigned long len, json_t **jp)
+{
+	*jp = NULL;
+	if (!len) {
+		free(text);
+		return 0;
+	}
+	if (job->rank != 0 && !(text = calloc(1, len + 1)))
+		return -ENOMEM;		/* cannot happen for a few bytes */
+	gpt_bcast(job->comm, text, len, GPT_BYTE, 0);
+	*jp = json_loads(text, 0, NULL);
+	free(text);
+	return *jp ? 0 : -ENOMEM;
+}
+
 /*
  * Collective: rank 0 reads, every rank gets the answer.  @mark: the
  * generation the checkpoint is in (0: none); @cur: the generation the
  * trainer runs (0: at start).  *@clusterp (when given): the composition of
- * the state's generation.
+ * the state's generation, and *@pendingp that of a change pending from it
+ * (NULL: none).
  */
 static int plandir_ask(const struct gpt_job *job, const char *dir,
 		       unsigned mark, unsigned cur, struct plandir_answer *a,
-		       json_t **clusterp)
+		       json_t **clusterp, json_t **pendingp)
 {
-	json_t *comp = NULL;
-	char *text = NULL;
+	json_t *comp = NULL, *pending = NULL;
+	char *text = NULL, *pending_text = NULL;
+	int rc;
 
 	memset(a, 0, sizeof(*a));
 	if (job->rank == 0) {
-		comp = plandir_read(dir, mark, cur, a);
+		comp = plandir_read(dir, mark, cur, a, &pending);
 		if (a->rc < 0)
 			snprintf(a->msg, sizeof(a->msg), "%s", ar_errmsg());
-		if (comp && clusterp) {
-			text = json_dumps(comp, JSON_COMPACT);
-			if (!text)
-				a->rc = -ENOMEM;
-			a->len = text ? strlen(text) : 0;
+		if (clusterp) {
+			text = plandir_text(comp, &a->len, a);
+			pending_text = plandir_text(pending, &a->pending_len, a);
 		}
 		json_decref(comp);
+		json_decref(pending);
 	}
 	gpt_bcast(job->comm, a, sizeof(*a), GPT_BYTE, 0);
 	if (a->rc < 0) {
 		free(text);
+		free(pending_text);
 		return ar_seterr(a->rc, "%s", a->msg);
 	}
 	if (!clusterp)
 		return 0;
-	if (job->rank != 0 && !(text = calloc(1, a->len + 1)))
-		return -ENOMEM;		/* cannot happen for a few bytes */
-	gpt_bcast(job->comm, text, a->len, GPT_BYTE, 0);
-	*clusterp = json_loads(text, 0, NULL);
-	free(text);
-	return *clusterp ? 0 : -ENOMEM;
+	rc = plandir_recv_json(job, text, a->len, clusterp);
+	if (rc == 0)
+		rc = plandir_recv_json(job, pending_text, a->pending_len,
+				       pendingp);
+	else
+		free(pending_text);
+	return rc;
 }
 
 int gpt_plandir_start(const struct gpt_job *job, const char *dir,
-		      unsigned mark, unsigned *genp, json_t **clusterp)
+		      unsigned mark, unsigned *genp, json_t **clusterp,
+		      unsigned *pendingp, json_t **pending_clusterp)
 {
 	struct plandir_answer a;
 	int rc;
 
-	rc = plandir_ask(job, dir, mark, 0, &a, clusterp);
-	if (rc == 0)
+	rc = plandir_ask(job, dir, mark, 0, &a, clusterp, pending_clusterp);
+	if (rc == 0) {
 		*genp = a.gen;
+		*pendingp = a.pending;
+	}
 	return rc;
 }
 
@@ -150,7 +190,7 @@ int gpt_plandir_poll(const struct gpt_job *job, const char *dir,
 	*nextp = 0;
 	*statep = 0;
 	/* the state is in @cur: a pending @cur is the trainer's own move */
-	rc = plandir_ask(job, dir, cur, cur, &a, NULL);
+	rc = plandir_ask(job, dir, cur, cur, &a, NULL, NULL);
 	if (rc < 0)
 		return rc;
 	*statep = a.gen;
