@@ -5,10 +5,12 @@ slurm-examples/train-elastic.sbatch with its default trainer, arachne-gpt,
 on two nodes of two GPU types: the plan comes from plannerd, a shrink is
 asked while it trains, arachne-gpt moves its live state in-process while
 node2 is held, the script commits (node2 is released) and the next segment
-trains on node1 alone.  Every step of the job must print the loss of the
-uninterrupted one-process run to 1e-5 relative.  A join is refused (the
-trainer cannot yet take in ranks of another allocation): the change is
-aborted, the joining job hears it at once and ends, and training goes on.'
+trains on node1 alone.  Then job B joins with join-gpus.sbatch on node3:
+the trainer stops, the next segment of both allocations meets in the plan
+directory and moves the state, and both train together over TCP until B
+leaves, its state moving back while it trains; B ends and A trains on to
+the end.  Every step of the job must print the loss of the uninterrupted
+one-process run to 1e-5 relative.'
 . "$(dirname "$0")/lib.sh"
 
 require_gpt_mpi
@@ -20,7 +22,8 @@ export SLURM_CLUSTER_NODES
 slurm_setup 17150
 cd "$SLURM_DIR/work" || exit 1
 EXAMPLES="$top_srcdir/slurm-examples"
-STEPS=30
+# Enough steps that B can leave while both allocations train.
+STEPS=400
 
 # wait_grep PATTERN FILE [TENTHS]: until FILE has a line matching, bounded.
 wait_grep() {
@@ -28,6 +31,11 @@ wait_grep() {
 		cat "$2" >&2
 		return 1
 	}
+}
+
+# steps_beyond N: job A's log has more than N step lines.
+steps_beyond() {
+	test "$(grep -c "^step " A.log)" -gt "$1"
 }
 
 test_expect_success PLANNERD 'setup: plannerd, the example script with arachne-gpt' '
@@ -80,24 +88,43 @@ test_expect_success PLANNERD 'A shrinks while it trains: arachne-gpt moves the s
 	cat A.log &&
 	grep "arachne-gpt: generation 2 (shrink): the state moved after step [0-9]*; stopping" A.log &&
 	grep "generation 2 (shrink) committed: node2 released" A.log &&
-	test "$(cat state/generation)" = 2 &&
+	test "$(head -n1 state/generation)" = 2 &&
 	! ls state | grep node2 &&
 	test "$(squeue -h -j $A -o %N)" = node1
 '
 
-test_expect_success PLANNERD 'B asks to join: arachne-gpt stops with the reason, the change is aborted' '
+test_expect_success PLANNERD 'B joins: the state moves to node3 and both allocations train' '
 	A=$(cat A.job) &&
-	B=$(GRACE=10 sbatch --parsable -o B.log -w node3 -N1 --ntasks-per-node=2 \
+	B=$(sbatch --parsable -o B.log -w node3 -N1 --ntasks-per-node=2 \
 		--gres=gpu:2 --arachne=join=$A "$EXAMPLES/join-gpus.sbatch") &&
 	echo $B >B.job &&
-	wait_grep "generation 3 (join): .*cannot yet take in the ranks of another allocation" A.log &&
-	wait_grep "generation 3 (join) abandoned: the trainer did not move the state" A.log 1800 &&
-	# B'"'"'s arachne-migrate, waiting for ranks that never come, stops at
-	# the call-off (not at the join'"'"'s 600 s deadline) and B ends.
-	ar_wait_until 300 "job $B to end after the call-off" slurm_job_gone $B &&
-	cat B.log &&
-	grep "called off: job $A: generation 3 (join) abandoned: the trainer did not move the state; nothing was moved" B.log &&
-	test "$(slurm_job_state $B)" = FAILED
+	wait_grep "generation 3 (join): the plan needs GPUs this run does not have" A.log &&
+	wait_grep "generation 3 (join) done" A.log 1800 &&
+	cat A.log B.log &&
+	grep "generation 3 (join) of job $A: the trainer moves the model state" B.log &&
+	grep "arachne-gpt: generation 3 (join): the state moved after step [0-9]*; stopping" A.log &&
+	test "$(head -n1 state/generation)" = 3 &&
+	ls state | grep "^rank-node3-" &&
+	cp "$SLURM_PLAN_DIR/$A/plan.3.json" plan3.json &&
+	grep "\"node\": \"node3\"" plan3.json &&
+	! grep "^step " B.log &&
+	# the joint segment trains: steps after the commit
+	joined=$(grep -c "^step " A.log) &&
+	ar_wait_until 1200 "steps of the joint segment" steps_beyond $((joined + 2))
+'
+
+test_expect_success PLANNERD 'B leaves while both train: its state moves back, B ends, A trains on' '
+	A=$(cat A.job) B=$(cat B.job) &&
+	arachnectl -s "$SLURM_PLANNERD_SOCK" --plan-dir "$SLURM_PLAN_DIR" \
+		leave $B >leave.out &&
+	cat leave.out &&
+	steps_beyond 0 && ! grep -q "^step $STEPS " A.log &&
+	wait_grep "generation 4 (leave) done" A.log 1800 &&
+	ar_wait_until 600 "job $B to end" slurm_job_gone $B &&
+	cat A.log B.log &&
+	grep "arachne-gpt: generation 4 (leave): the state moved after step [0-9]*; stopping" A.log &&
+	test "$(slurm_job_state $B)" = COMPLETED &&
+	! ls state | grep node3
 '
 
 test_expect_success PLANNERD 'A trains to the end on node1; every step has the uninterrupted loss' '
