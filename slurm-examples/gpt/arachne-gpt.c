@@ -27,6 +27,8 @@
 extern void openblas_set_num_threads(int n) __attribute__((weak));
 
 #define MAX_THEN	16
+/* How long a segment waits for another allocation's ranks (a join's deadline). */
+#define PLANDIR_MEETING_S	600.0
 
 struct then {
 	long step;
@@ -405,7 +407,8 @@ static const char *launch_node(const struct args *a, char *buf, size_t size)
 }
 
 static int join_world(const struct args *a, struct gpt_job *job,
-		      const char *dir, const char *name, const char *called_off)
+		      const char *dir, const char *name, const char *called_off,
+		      double wait_s)
 {
 	enum { NAME = 64 };
 	const struct costmodel_cluster *cl = job->cl;
@@ -413,7 +416,7 @@ static int join_world(const struct args *a, struct gpt_job *job,
 	int gpus = costmodel_cluster_total_gpus(cl), node, k = 0, rank, rc;
 	struct migrate_rdzv_opts ro = {
 		.dir = dir, .name = name, .size = gpus,
-		.join_timeout_s = a->timeout_s, .timeout_s = a->timeout_s,
+		.join_timeout_s = wait_s, .timeout_s = a->timeout_s,
 		.called_off = called_off,
 	};
 	struct gpt_comm *world;
@@ -547,8 +550,12 @@ static int plandir_open(const struct args *a, struct gpt_job *job,
 			 pending, mark == *genp ? mark_step : 0);
 		snprintf(off, sizeof(off), "%s/migration.%u.abandoned",
 			 a->plan_dir, pending);
+		/* The other allocation's segment may start later: wait as
+		 * long as a change's deadline (an abort calls it off). */
 		rc = join_world(a, job, a->plan_dir, name,
-				pending ? off : NULL);
+				pending ? off : NULL,
+				a->timeout_s > PLANDIR_MEETING_S ? a->timeout_s :
+								   PLANDIR_MEETING_S);
 		if (rc < 0) {
 			fprintf(stderr, "arachne-gpt: rank %d: %s\n", job->rank,
 				ar_errmsg());
@@ -903,7 +910,8 @@ static int run(int argc, char **argv, struct gpt_job *job)
 		}
 		job->cl = cl;
 		if (a.world) {
-			rc = join_world(&a, job, a.world, "arachne-gpt", NULL);
+			rc = join_world(&a, job, a.world, "arachne-gpt", NULL,
+					a.timeout_s);
 			if (rc < 0) {
 				fprintf(stderr, "arachne-gpt: rank %d: %s\n",
 					job->rank, ar_errmsg());
