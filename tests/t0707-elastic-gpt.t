@@ -50,8 +50,22 @@ test_expect_success PLANNERD 'setup: plannerd, the example script with arachne-g
 	AR_PROFILES=$PWD/profiles && export AR_PROFILES &&
 	slurm_plannerd_start &&
 	mkdir bin &&
-	ln -s "$top_builddir/plannerd/arachnectl" "$GPT_BIN" \
-		"$top_builddir/migrate/arachne-migrate" bin/ &&
+	ln -s "$GPT_BIN" "$top_builddir/migrate/arachne-migrate" bin/ &&
+	# Both allocations look for the join once the trainer moved its
+	# state; A looks only after B committed it (bounded), the order that
+	# a busy node makes: A'"'"'s script must still say the join is done.
+	cat >bin/arachnectl <<-EOF &&
+	#!/bin/sh
+	if [ "\$1" = pending ] && [ "\$SLURM_JOB_ID" = "\$(cat $PWD/A.job)" ] &&
+	   [ "\$(head -n1 $PWD/state/generation 2>/dev/null)" = 3 ]; then
+		for i in \$(seq 1 600); do
+			grep -q "generation 3 (join) done" $PWD/B.log && break
+			sleep 0.1
+		done
+	fi
+	exec "$top_builddir/plannerd/arachnectl" "\$@"
+	EOF
+	chmod +x bin/arachnectl &&
 	# The launcher: Slurm'"'"'s PMIx cannot run two slurmd of one host, so
 	# Open MPI'"'"'s mpirun starts the ranks (through srun), two per node; it
 	# needs the tasks per node that a resize script unsets.  Every "node"
@@ -103,6 +117,7 @@ test_expect_success PLANNERD 'B joins: the state moves to node3 and both allocat
 	cat A.log B.log &&
 	grep "generation 3 (join) of job $A: the trainer moves the model state" B.log &&
 	grep "arachne-gpt: generation 3 (join): the state moved after step [0-9]*; stopping" A.log &&
+	grep "generation 3 (join) done: the other allocation committed it" A.log &&
 	test "$(head -n1 state/generation)" = 3 &&
 	ls state | grep "^rank-node3-" &&
 	cp "$SLURM_PLAN_DIR/$A/plan.3.json" plan3.json &&
