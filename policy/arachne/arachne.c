@@ -347,7 +347,8 @@ int planner_arachne(const struct policy_request *req,
 	struct policy_batch *rollouts = NULL;
 	struct policy_net net;
 	struct policy_env env;
-	struct policy_climb climb = { .env = &env, .threads = threads, .dl = &dl };
+	struct policy_climb climb = { .env = &env, .threads = threads, .dl = &dl,
+				      .depth_moves = true };
 	struct costmodel_plan *plan = NULL;
 	char why[512] = "";
 	int rc;

@@ -592,6 +592,12 @@ struct policy_climb {
 	const struct planner_deadline *dl;
 	double work;			/* spent so far, in policy_candidate_work() units */
 	long priced;			/* templates filled so far */
+	/*
+	 * Also the whole-template depth moves (twice as deep, cut in two):
+	 * the planner's climb makes them; training's climbs do not, since
+	 * policies trained with them planned no better (docs/policy.md).
+	 */
+	bool depth_moves;
 };
 
 /*

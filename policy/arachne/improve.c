@@ -11,7 +11,8 @@
  * another TP degree, moved to the front or the end, or one of its stages
  * traded for one of another type; a stage merged with its twin, split in
  * two, removed or doubled; a stage of any type added first or last; a
- * template dropped or filled first; a template of the leftover GPUs
+ * template twice as deep (half the replicas) or cut in two at its middle;
+ * a template dropped or filled first; a template of the leftover GPUs
  * added.  The moves on a type's stages reach, in one step, shapes that
  * single-stage moves reach only through slower plans.
  *
@@ -217,6 +218,7 @@ double policy_candidate_work(const struct policy_env *env,
 
 struct moves {
 	const struct policy_env *env;
+	bool depth_moves;			/* policy_climb.depth_moves */
 	const struct policy_candidate *cur;
 	const struct costmodel_pool *left;	/* GPUs the current plan leaves */
 	struct policy_candidate *nb;		/* [MAX_NEIGHBOURS] */
@@ -537,6 +539,51 @@ static int move_stage_add(struct moves *m, int t, int unused)
 	return 0;
 }
 
+/*
+ * Template @t twice as deep, each stage doubled in place: half the
+ * replicas, each over twice the stages.  Single-stage doublings reach it
+ * only through templates that strand GPUs, so a climb from data
+ * parallelism stops short of the deep pipeline a small cluster prefers.
+ */
+static int move_template_deepen(struct moves *m, int t, int unused)
+{
+	const struct policy_template *sh = &m->cur->t[t];
+	struct policy_candidate *x;
+
+	if (2 * sh->depth > POLICY_DMAX)
+		return 0;
+	if (!(x = nb_new(m)))
+		return -ENOSPC;
+	x->t[t].depth = 2 * sh->depth;
+	for (int s = 0; s < sh->depth; s++)
+		x->t[t].stage[2 * s] = x->t[t].stage[2 * s + 1] = sh->stage[s];
+	return 0;
+}
+
+/*
+ * Template @t cut in two at its middle stage, each half a pipeline of its
+ * own: the inverse of the deepening, twice the replicas of half the
+ * depth, and with the halves of a mixed template of different types.
+ */
+static int move_template_halve(struct moves *m, int t, int unused)
+{
+	const struct policy_template *sh = &m->cur->t[t];
+	struct policy_candidate *x;
+	int front = sh->depth / 2;
+
+	if (sh->depth < 2 || m->cur->n >= POLICY_MAX_TEMPLATES)
+		return 0;
+	if (!(x = nb_new(m)))
+		return -ENOSPC;
+	memmove(&x->t[t + 1], &x->t[t], (x->n - t) * sizeof(x->t[0]));
+	x->n++;
+	x->t[t].depth = front;
+	x->t[t + 1].depth = sh->depth - front;
+	memmove(&x->t[t + 1].stage[0], &sh->stage[front],
+		(sh->depth - front) * sizeof(sh->stage[0]));
+	return 0;
+}
+
 /* Template @t dropped: it may be a straggler. */
 static int move_template_drop(struct moves *m, int t, int unused)
 {
@@ -617,22 +664,25 @@ typedef int (*move_f)(struct moves *m, int t, int i);
 static const struct {
 	enum move_scope scope;
 	move_f gen;
+	bool depth;		/* a depth move: only with policy_climb.depth_moves */
 } moves[] = {
-	{ ON_TEMPLATE,	move_template_tp },
-	{ ON_TEMPLATE,	move_template_type },
-	{ ON_TYPE,	move_type_recut },
-	{ ON_TYPE,	move_type_to_end },
-	{ ON_TYPE,	move_type_trade },
-	{ ON_STAGE,	move_stage_tp },
-	{ ON_STAGE,	move_stage_type },
-	{ ON_STAGE,	move_stage_merge },
-	{ ON_STAGE,	move_stage_split },
-	{ ON_STAGE,	move_stage_drop },
-	{ ON_STAGE,	move_stage_double },
-	{ ON_TEMPLATE,	move_stage_add },
-	{ ON_TEMPLATE,	move_template_drop },
-	{ ON_TEMPLATE,	move_template_first },
-	{ ON_PLAN,	move_leftover },
+	{ ON_TEMPLATE,	move_template_tp, false },
+	{ ON_TEMPLATE,	move_template_type, false },
+	{ ON_TYPE,	move_type_recut, false },
+	{ ON_TYPE,	move_type_to_end, false },
+	{ ON_TYPE,	move_type_trade, false },
+	{ ON_STAGE,	move_stage_tp, false },
+	{ ON_STAGE,	move_stage_type, false },
+	{ ON_STAGE,	move_stage_merge, false },
+	{ ON_STAGE,	move_stage_split, false },
+	{ ON_STAGE,	move_stage_drop, false },
+	{ ON_STAGE,	move_stage_double, false },
+	{ ON_TEMPLATE,	move_stage_add, false },
+	{ ON_TEMPLATE,	move_template_deepen, true },
+	{ ON_TEMPLATE,	move_template_halve, true },
+	{ ON_TEMPLATE,	move_template_drop, false },
+	{ ON_TEMPLATE,	move_template_first, false },
+	{ ON_PLAN,	move_leftover, false },
 };
 
 /* Elements of template @t a move of @scope runs on. */
@@ -655,7 +705,8 @@ static int run_moves(struct moves *m, size_t from, size_t to, int t)
 
 	for (int i = 0; i < n; i++)
 		for (size_t r = from; r < to; r++)
-			if (moves[r].gen(m, t, i) < 0)
+			if ((!moves[r].depth || m->depth_moves) &&
+			    moves[r].gen(m, t, i) < 0)
 				return -ENOSPC;
 	return 0;
 }
@@ -685,7 +736,7 @@ int policy_climb_run(struct policy_climb *c, struct policy_candidate *cur,
 		     double max_work)
 {
 	const struct policy_env *env = c->env;
-	struct moves m = { .env = env, .cur = cur };
+	struct moves m = { .env = env, .depth_moves = c->depth_moves, .cur = cur };
 	double work = 0.0;
 	int rc = 0;
 
