@@ -595,7 +595,7 @@ struct policy_climb {
 	/*
 	 * Also the whole-template depth moves (twice as deep, cut in two):
 	 * the planner's climb makes them; training's climbs do not, since
-	 * policies trained with them planned no better (docs/policy.md).
+	 * policies trained with them were no clear gain (docs/policy.md).
 	 */
 	bool depth_moves;
 };

@@ -562,8 +562,8 @@ static int move_template_deepen(struct moves *m, int t, int unused)
 
 /*
  * Template @t cut in two at its middle stage, each half a pipeline of its
- * own: the inverse of the deepening, twice the replicas of half the
- * depth, and with the halves of a mixed template of different types.
+ * own: twice the pipelines of half the depth, and a mixed template's
+ * halves may each hold other GPU types.
  */
 static int move_template_halve(struct moves *m, int t, int unused)
 {
@@ -579,8 +579,8 @@ static int move_template_halve(struct moves *m, int t, int unused)
 	x->n++;
 	x->t[t].depth = front;
 	x->t[t + 1].depth = sh->depth - front;
-	memmove(&x->t[t + 1].stage[0], &sh->stage[front],
-		(sh->depth - front) * sizeof(sh->stage[0]));
+	memcpy(&x->t[t + 1].stage[0], &sh->stage[front],
+	       (sh->depth - front) * sizeof(sh->stage[0]));
 	return 0;
 }
 
