@@ -537,6 +537,32 @@ static int expert_update(struct trainer *tr, int nb)
 	return 0;
 }
 
+/* A progress bar of @done out of @total on stderr, unless quiet. */
+static void bar_draw(char *bar, long done, long total)
+{
+	int width = 30, fill = (int)(width * done / (total ? total : 1));
+
+	for (int i = 0; i < width; i++)
+		bar[i] = i < fill ? '#' : '.';
+	bar[width] = '\0';
+}
+
+/* The same bar for the phases before the first rollout. */
+static void phase_progress(const struct trainer *tr, const char *what,
+			   long done, long total, double t0)
+{
+	char bar[64];
+
+	if (tr->o->quiet)
+		return;
+	bar_draw(bar, done, total);
+	fprintf(stderr, "\r[%s] %s %ld/%ld  %.0fs ", bar, what, done, total,
+		ar_now() - t0);
+	if (done == total)
+		fputc('\n', stderr);
+	fflush(stderr);
+}
+
 /*
  * The teacher plan of composition @i, before training: the structured
  * start climbed as far as one inference start climbs, replayed into the
@@ -567,15 +593,38 @@ static void teacher_task(void *p, int thread, int i)
 	tr->teacher_rc[i] = rc;
 }
 
+#define TEACHER_CHUNK	64
+
+struct teacher_chunk {
+	struct trainer *tr;
+	int first;
+};
+
+static void teacher_chunk_task(void *p, int thread, int i)
+{
+	struct teacher_chunk *ch = p;
+
+	teacher_task(ch->tr, thread, ch->first + i);
+}
+
 /* Every composition's teacher plan into its replay buffer. */
 static int teachers_build(struct trainer *tr)
 {
+	double t0 = ar_now();
 	int kept = 0;
 
 	tr->teacher_rc = calloc(tr->ncomps, sizeof(*tr->teacher_rc));
 	if (!tr->teacher_rc)
 		return -ENOMEM;
-	planner_parallel(teacher_task, tr, tr->ncomps, tr->threads);
+	/* in chunks, for the progress bar; each composition climbs alone */
+	for (int first = 0; first < tr->ncomps; first += TEACHER_CHUNK) {
+		struct teacher_chunk ch = { tr, first };
+		int n = tr->ncomps - first < TEACHER_CHUNK ? tr->ncomps - first :
+							      TEACHER_CHUNK;
+
+		planner_parallel(teacher_chunk_task, &ch, n, tr->threads);
+		phase_progress(tr, "teacher plans", first + n, tr->ncomps, t0);
+	}
 	for (int i = 0; i < tr->ncomps; i++) {
 		if (tr->teacher_rc[i] == -ENOMEM)
 			return -ENOMEM;
@@ -611,16 +660,20 @@ static void imitate_teachers(struct trainer *tr, struct policy_rng *pick,
 			     long steps)
 {
 	int nb = tr->o->batch < tr->ncomps ? tr->o->batch : tr->ncomps;
+	double t0 = ar_now();
 
 	for (int i = 0; i < nb * tr->o->group; i++)
 		tr->trace_rc[i] = -AR_EINFEASIBLE;	/* no rollout rows */
 	for (long k = 0; k < steps; k++) {
+		if (k % 500 == 0)
+			phase_progress(tr, "imitation update", k, steps, t0);
 		batch_draw(tr, pick, nb);
 		tr->sil_now = true;
 		planner_parallel(grad_task, tr, nb, tr->threads);
 		pcgrad_combine(tr, nb);
 		policy_net_adam(&tr->net, IMITATION_RATE, 0.9f, 0.999f, 1e-8f, 0.0f);
 	}
+	phase_progress(tr, "imitation update", steps, steps, t0);
 	tr->sil_now = false;
 }
 
@@ -628,14 +681,11 @@ static void progress(const struct trainer *tr, long done, double mean,
 		     double best, double t0)
 {
 	long total = tr->o->episodes;
-	int width = 30, fill = (int)(width * done / (total ? total : 1));
 	char bar[64];
 
 	if (tr->o->quiet)
 		return;
-	for (int i = 0; i < width; i++)
-		bar[i] = i < fill ? '#' : '.';
-	bar[width] = '\0';
+	bar_draw(bar, done, total);
 	fprintf(stderr, "\r[%s] episode %ld/%ld  mean %.4f  best %.4f  distilled %ld  %.0fs ",
 		bar, done, total, mean, best, tr->expert_kept, ar_now() - t0);
 	if (done == total)
