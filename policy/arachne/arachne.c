@@ -5,7 +5,7 @@
  *    rest sampled from the policy, each with its own generator seeded from
  *    (seed, k); the cost model keeps the best plan any of them built.
  * 2. Beyond the paper: a bounded local improvement (improve.c) from the
- *    best few of those plans and from the best structured plan
+ *    best distinct ones of those plans and from the best structured plan
  *    (starts.c), then single-layer moves on the priced plan.
  *
  * Everything is bounded by counts, not by the clock, so the same seed
@@ -26,7 +26,13 @@
 #include "arachne_private.h"
 
 #define ROLLOUTS		POLICY_BATCH	/* constructions: 1 greedy + 31 sampled */
-#define STARTS		3	/* plans improved: two from rollouts, one structured */
+/*
+ * Plans improved: up to seven distinct rollout plans and the structured
+ * one.  The work cap, not this count, bounds a large cluster's climb (two
+ * starts use it up there); on a small one most climbs end in a few
+ * thousand units, and more of the policy's plans reach more hills.
+ */
+#define STARTS		8
 /*
  * Work of the local improvement, counted per template filled as the
  * cluster's nodes plus the template's stages times the model's layers
