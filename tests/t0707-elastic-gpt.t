@@ -38,6 +38,20 @@ steps_beyond() {
 	test "$(grep -c "^step " A.log)" -gt "$1"
 }
 
+# trainer_ranks JOB: the pids of JOB's arachne-gpt ranks on this host.
+trainer_ranks() {
+	for pid in $(pgrep -x arachne-gpt); do
+		tr "\0" " " </proc/$pid/cmdline 2>/dev/null |
+			grep -q -- "--plan-dir $SLURM_PLAN_DIR/$1 " && echo $pid
+	done
+	return 0
+}
+
+# two_ranks JOB: JOB's segment runs its two ranks.
+two_ranks() {
+	test "$(trainer_ranks "$1" | wc -l)" = 2
+}
+
 test_expect_success PLANNERD 'setup: plannerd, the example script with arachne-gpt' '
 	# GPUs of 1 TFLOPS: gpt-tiny is then worth every GPU of the job.
 	cp -R "$top_srcdir/profiles" profiles &&
@@ -58,7 +72,7 @@ test_expect_success PLANNERD 'setup: plannerd, the example script with arachne-g
 	#!/bin/sh
 	if [ "\$1" = pending ] && [ "\$SLURM_JOB_ID" = "\$(cat $PWD/A.job)" ] &&
 	   [ "\$(head -n1 $PWD/state/generation 2>/dev/null)" = 3 ]; then
-		for i in \$(seq 1 600); do
+		for i in \$(seq 1 3000); do
 			grep -q "generation 3 (join) done" $PWD/B.log && break
 			sleep 0.1
 		done
@@ -109,9 +123,24 @@ test_expect_success PLANNERD 'A shrinks while it trains: arachne-gpt moves the s
 
 test_expect_success PLANNERD 'B joins: the state moves to node3 and both allocations train' '
 	A=$(cat A.job) &&
-	B=$(sbatch --parsable -o B.log -w node3 -N1 --ntasks-per-node=2 \
-		--gres=gpu:2 --arachne=join=$A "$EXAMPLES/join-gpus.sbatch") &&
-	echo $B >B.job &&
+	# A step of gpt-tiny takes milliseconds, the start of a job on a
+	# busy host up to minutes: once the segment after the shrink trains,
+	# A'"'"'s ranks are held (SIGSTOP) until B asked to join, as a step of
+	# a real model would hold them, lest A train to its end first.
+	shrunk=$(grep -c "^step " A.log) &&
+	ar_wait_until 1200 "job $A'"'"'s next segment" steps_beyond $shrunk &&
+	ar_wait_until 300 "job $A'"'"'s two ranks" two_ranks $A &&
+	ranks=$(trainer_ranks $A) &&
+	kill -STOP $ranks &&
+	{
+		B=$(sbatch --parsable -o B.log -w node3 -N1 --ntasks-per-node=2 \
+			--gres=gpu:2 --arachne=join=$A "$EXAMPLES/join-gpus.sbatch") &&
+		echo $B >B.job &&
+		slurm_wait_for "$SLURM_PLAN_DIR/$A/plan.3.json" 1200
+		asked=$?
+		kill -CONT $ranks
+		test $asked = 0
+	} &&
 	wait_grep "generation 3 (join): the plan needs GPUs this run does not have" A.log &&
 	wait_grep "generation 3 (join) done" A.log 1800 &&
 	cat A.log B.log &&
