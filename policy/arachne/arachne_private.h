@@ -359,6 +359,7 @@ struct policy_episode {
 	double throughput;		/* samples/s of the plan so far */
 	struct policy_partial part;
 	bool relax_memory;		/* the memory estimate refused every depth */
+	bool look_ahead;		/* an MoE template stepped back: see construct.c */
 	long plans_priced;
 	/* scratch for the exact check of an MoE template's last stage */
 	struct costmodel_pool *trial_pool;
@@ -421,6 +422,7 @@ struct policy_trace {
 	struct costmodel_shape shapes[POLICY_MAX_STEPS];	/* templates placed, in order */
 	int nshapes;
 	int best_nshapes;		/* templates of the best prefix */
+	int steps_back;			/* MoE last stages stepped back from */
 };
 
 void policy_trace_fini(struct policy_trace *tr);

@@ -176,6 +176,7 @@ uint32_t policy_mask_depth(const struct policy_episode *ep)
  * The experts of an MoE stage tile over the replicas the fill settles on,
  * which no estimate knows before the template is whole.  At its last
  * stage the template is whole: ask the fill itself, on scratch copies.
+ * Exact, so asked also where the memory estimate was relaxed.
  */
 static bool last_stage_fits(const struct policy_episode *ep, int slot, int tp)
 {
@@ -189,6 +190,24 @@ static bool last_stage_fits(const struct policy_episode *ep, int slot, int tp)
 		return true;	/* out of memory here: let the fill decide */
 	return costmodel_fill_add(ep->env->cm, ep->env->cl, ep->trial_pool,
 				  ep->trial_plan, &shape, NULL) == 0;
+}
+
+/*
+ * Whether, with stage d - 2 on @slot at TP index @k, some last stage of
+ * an MoE template fits: the mask of a construction that stepped back from
+ * a last stage that fit nowhere (the experts' tiling is known only
+ * there).  Up to a few dozen fills a candidate, so only then.
+ */
+static bool last_stage_reachable(const struct policy_episode *ep, int slot,
+				  int k)
+{
+	struct policy_episode ahead = *ep;
+
+	policy_partial_push(&ahead, slot, k);
+	for (int s = 0; s < ep->env->nslots; s++)
+		if (ahead.part.free[s] > 0 && policy_mask_tp(&ahead, s))
+			return true;
+	return false;
 }
 
 uint32_t policy_mask_tp(const struct policy_episode *ep, int slot)
@@ -218,7 +237,10 @@ uint32_t policy_mask_tp(const struct policy_episode *ep, int slot)
 				   env->blocks - p->held - floor(cap)))
 			continue;
 		if (j == d - 1 && costmodel_model(env->cm)->experts > 0 &&
-		    !ep->relax_memory && !last_stage_fits(ep, slot, tp))
+		    !last_stage_fits(ep, slot, tp))
+			continue;
+		if (j == d - 2 && ep->look_ahead &&
+		    !last_stage_reachable(ep, slot, k))
 			continue;
 		mask |= 1u << k;
 	}
@@ -246,6 +268,7 @@ void policy_partial_begin(struct policy_episode *ep, int depth)
 
 	memset(p, 0, sizeof(*p));
 	p->target_depth = depth;
+	ep->look_ahead = false;
 	hist_from_pool(ep, &hs);
 	memcpy(p->hist, hs.n, sizeof(p->hist));
 	memcpy(p->free, hs.free, sizeof(p->free));
@@ -539,6 +562,7 @@ int policy_rollout(struct policy_episode *ep, const struct policy_net *net,
 		uint32_t mask, forced = 0;
 		int depth, ndec_step = 0;
 		double before = ep->throughput;
+		struct policy_partial before_last;	/* before the latest stage */
 		bool dead_end;
 
 		mask = policy_mask_depth(ep);
@@ -585,11 +609,27 @@ int policy_rollout(struct policy_episode *ep, const struct policy_net *net,
 			uint32_t gmask = policy_mask_device(ep);
 			int slot, k;
 
+			if (!gmask && j == depth - 1 && j > 0 && !ep->look_ahead) {
+				/*
+				 * Only an MoE last stage can get here (see
+				 * last_stage_fits()): step back and choose
+				 * stage j - 1 again among the choices that
+				 * leave a last stage that fits.
+				 */
+				ep->part = before_last;
+				ep->look_ahead = true;
+				tr->steps_back++;
+				if (opts->record)
+					tr->ndec -= 2;
+				ndec_step -= 2;
+				j -= 2;
+				continue;
+			}
 			if (!gmask) {
-				/* only an MoE last stage can get here: see last_stage_fits() */
 				dead_end = true;
 				break;
 			}
+			before_last = ep->part;
 			d = opts->record ? trace_push(tr, ep->step) : &scratch;
 			if (!d)
 				return -ENOMEM;

@@ -9,7 +9,9 @@
  *     experts tile over replicas only the fill knows) and may refuse all;
  *   - every template so built packs (costmodel_fill_replicas() >= 1) and
  *     the fill places it.
- * Also: a model that fits nowhere makes the planner say so.
+ * Also: a rollout that steps back from an MoE last stage keeps a record
+ * of exactly its kept decisions, and a model that fits nowhere makes the
+ * planner say so.
  */
 #define AR_INTERNAL 1
 #include "config.h"
@@ -166,6 +168,75 @@ static void property(const char *model)
 	costmodel_destroy(cm);
 }
 
+/*
+ * Rollouts of uniformly random masked-in actions through policy_rollout():
+ * a construction that meets an MoE last stage that fits nowhere steps
+ * back once and chooses the stage before it again among the choices that
+ * leave a last stage that fits.  Its record must then hold exactly the
+ * decisions it kept, each inside its mask, and some step back must end
+ * in a placed template.
+ */
+static void test_rollout_steps_back(void **state)
+{
+	struct costmodel *cm = fixture_load(dir, "moe");
+	struct policy_compose_opts co = { .min_types = 1, .max_types = 3,
+					  .min_gpus = 4, .max_gpus = 256 };
+	struct policy_rollout_opts opts = { .draw = POLICY_DRAW_UNIFORM,
+					    .temperature = 1.0f, .record = true };
+	struct policy_rng rng;
+	struct policy_trace tr = { 0 };
+	long rollouts = 0, stepped_back = 0, placed_after = 0;
+
+	policy_rng_seed(&rng, 2024, 1);
+	for (int i = 0; i < CLUSTERS; i++) {
+		struct costmodel_cluster *cl = policy_compose_random(cm, &rng, &co);
+		struct policy_episode ep;
+		struct policy_env env;
+
+		assert_non_null(cl);
+		assert_int_equal(policy_env_init(&env, cm, cl), 0);
+		assert_int_equal(policy_episode_init(&ep, &env), 0);
+		for (int w = 0; w < WALKS; w++) {
+			int rc = policy_rollout(&ep, NULL, NULL, &rng, &opts, &tr);
+			int in_step[POLICY_MAX_STEPS + 1] = { 0 };
+
+			if (rc == -AR_EINFEASIBLE)
+				continue;	/* no depth fits this cluster */
+			assert_int_equal(rc, 0);
+			for (int d = 0; d < tr.ndec; d++) {
+				const struct policy_decision *dec = &tr.dec[d];
+
+				in_step[tr.dec_step[d]]++;
+				assert_true(dec->mask & (1u << dec->action));
+				if (dec->head == POLICY_HEAD_TP) {
+					assert_true(d > 0);
+					assert_int_equal(tr.dec[d - 1].head,
+							 POLICY_HEAD_DEVICE);
+					assert_int_equal(tr.dec[d - 1].action, dec->slot);
+				}
+			}
+			/* a STOP after the last template is its step's only decision */
+			for (int s = 0; s < tr.nsteps; s++)
+				assert_int_equal(in_step[s], tr.decisions_in_step[s]);
+			assert_true(in_step[tr.nsteps] <= 1);
+			rollouts++;
+			if (tr.steps_back > 0)
+				stepped_back++;
+			/* every template placed: each step back found a last stage */
+			if (tr.steps_back > 0 && tr.nshapes == tr.nsteps)
+				placed_after++;
+		}
+		policy_episode_fini(&ep);
+		policy_compose_free(cl);
+	}
+	print_message("# %ld rollouts, %ld stepped back, %ld of those placed every template\n",
+		      rollouts, stepped_back, placed_after);
+	assert_true(rollouts > CLUSTERS);
+	assert_true(placed_after > 0);
+	policy_trace_fini(&tr);
+	costmodel_destroy(cm);
+}
+
 static void test_masks_dense(void **state)
 {
 	property("dense");
@@ -244,6 +315,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_masks_dense),
 		cmocka_unit_test(test_masks_moe),
+		cmocka_unit_test(test_rollout_steps_back),
 		cmocka_unit_test(test_masks_memory_bound),
 		cmocka_unit_test(test_infeasible_model),
 	};
