@@ -66,8 +66,9 @@ test_expect_success PLANNERD 'setup: plannerd, the example script with arachne-g
 	mkdir bin &&
 	ln -s "$GPT_BIN" "$top_builddir/migrate/arachne-migrate" bin/ &&
 	# Both allocations look for the join once the trainer moved its
-	# state; A looks only after B committed it (bounded), the order that
-	# a busy node makes: A'"'"'s script must still say the join is done.
+	# state; A looks only after B committed it (bounded, 300 s: the test
+	# waits 360 s for it), the order that a busy node makes: A'"'"'s script
+	# must still say the join is done.
 	cat >bin/arachnectl <<-EOF &&
 	#!/bin/sh
 	if [ "\$1" = pending ] && [ "\$SLURM_JOB_ID" = "\$(cat $PWD/A.job)" ] &&
@@ -142,7 +143,7 @@ test_expect_success PLANNERD 'B joins: the state moves to node3 and both allocat
 		test $asked = 0
 	} &&
 	wait_grep "generation 3 (join): the plan needs GPUs this run does not have" A.log &&
-	wait_grep "generation 3 (join) done" A.log 1800 &&
+	wait_grep "generation 3 (join) done" A.log 3600 &&
 	cat A.log B.log &&
 	grep "generation 3 (join) of job $A: the trainer moves the model state" B.log &&
 	grep "arachne-gpt: generation 3 (join): the state moved after step [0-9]*; stopping" A.log &&
