@@ -537,7 +537,7 @@ static int expert_update(struct trainer *tr, int nb)
 	return 0;
 }
 
-/* A progress bar of @done out of @total on stderr, unless quiet. */
+/* Draw into @bar (31 bytes at least) a bar of @done out of @total. */
 static void bar_draw(char *bar, long done, long total)
 {
 	int width = 30, fill = (int)(width * done / (total ? total : 1));

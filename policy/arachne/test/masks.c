@@ -134,14 +134,18 @@ static void walk(struct policy_episode *ep, struct policy_rng *rng,
 	}
 }
 
-static void property(const char *model)
+typedef void visit_f(struct policy_episode *ep, struct policy_rng *rng,
+		     void *arg);
+
+/*
+ * @visit an episode on each of CLUSTERS random clusters of @cm's types;
+ * one generator draws the clusters and what @visit draws.
+ */
+static void each_cluster(struct costmodel *cm, visit_f *visit, void *arg)
 {
-	struct costmodel *cm = fixture_load(dir, model);
 	struct policy_compose_opts co = { .min_types = 1, .max_types = 3,
 					  .min_gpus = 4, .max_gpus = 256 };
 	struct policy_rng rng;
-	struct tally t = { 0 };
-	int usable = 0;
 
 	policy_rng_seed(&rng, 2024, 1);
 	for (int i = 0; i < CLUSTERS; i++) {
@@ -152,19 +156,41 @@ static void property(const char *model)
 		assert_non_null(cl);
 		assert_int_equal(policy_env_init(&env, cm, cl), 0);
 		assert_int_equal(policy_episode_init(&ep, &env), 0);
-		if (policy_mask_depth(&ep))
-			usable++;
-		for (int w = 0; w < WALKS; w++)
-			walk(&ep, &rng, &t);
+		visit(&ep, &rng, arg);
 		policy_episode_fini(&ep);
 		policy_compose_free(cl);
 	}
+}
+
+struct walks {
+	struct tally t;
+	int usable;
+};
+
+static void walk_cluster(struct policy_episode *ep, struct policy_rng *rng,
+			 void *arg)
+{
+	struct walks *wk = arg;
+
+	if (policy_mask_depth(ep))
+		wk->usable++;
+	for (int w = 0; w < WALKS; w++)
+		walk(ep, rng, &wk->t);
+}
+
+static void property(const char *model)
+{
+	struct costmodel *cm = fixture_load(dir, model);
+	struct walks wk = { 0 };
+
+	each_cluster(cm, walk_cluster, &wk);
 	print_message("# %s: %d of %d clusters hold the model; %ld templates, %ld decisions, %ld dead ends\n",
-		      model, usable, CLUSTERS, t.templates, t.decisions, t.dead_ends);
-	assert_true(t.dead_ends <= t.templates / 3);
+		      model, wk.usable, CLUSTERS, wk.t.templates, wk.t.decisions,
+		      wk.t.dead_ends);
+	assert_true(wk.t.dead_ends <= wk.t.templates / 3);
 	/* the property must have been exercised, not vacuously true */
-	assert_true(usable > CLUSTERS / 2);
-	assert_true(t.templates > CLUSTERS);
+	assert_true(wk.usable > CLUSTERS / 2);
+	assert_true(wk.t.templates > CLUSTERS);
 	costmodel_destroy(cm);
 }
 
@@ -176,64 +202,62 @@ static void property(const char *model)
  * decisions it kept, each inside its mask, and some step back must end
  * in a placed template.
  */
+struct rollouts {
+	struct policy_trace tr;
+	long count, stepped_back, placed_after;
+};
+
+static void roll_cluster(struct policy_episode *ep, struct policy_rng *rng,
+			 void *arg)
+{
+	static const struct policy_rollout_opts opts = {
+		.draw = POLICY_DRAW_UNIFORM, .temperature = 1.0f, .record = true
+	};
+	struct rollouts *ro = arg;
+	const struct policy_trace *tr = &ro->tr;
+
+	for (int w = 0; w < WALKS; w++) {
+		int rc = policy_rollout(ep, NULL, NULL, rng, &opts, &ro->tr);
+		int in_step[POLICY_MAX_STEPS + 1] = { 0 };
+
+		if (rc == -AR_EINFEASIBLE)
+			continue;	/* no depth fits this cluster */
+		assert_int_equal(rc, 0);
+		for (int d = 0; d < tr->ndec; d++) {
+			const struct policy_decision *dec = &tr->dec[d];
+
+			in_step[tr->dec_step[d]]++;
+			assert_true(dec->mask & (1u << dec->action));
+			if (dec->head == POLICY_HEAD_TP) {
+				assert_true(d > 0);
+				assert_int_equal(tr->dec[d - 1].head, POLICY_HEAD_DEVICE);
+				assert_int_equal(tr->dec[d - 1].action, dec->slot);
+			}
+		}
+		/* a STOP after the last template is its step's only decision */
+		for (int s = 0; s < tr->nsteps; s++)
+			assert_int_equal(in_step[s], tr->decisions_in_step[s]);
+		assert_true(in_step[tr->nsteps] <= 1);
+		ro->count++;
+		if (tr->steps_back > 0)
+			ro->stepped_back++;
+		/* every template placed: each step back found a last stage */
+		if (tr->steps_back > 0 && tr->nshapes == tr->nsteps)
+			ro->placed_after++;
+	}
+}
+
 static void test_rollout_steps_back(void **state)
 {
 	struct costmodel *cm = fixture_load(dir, "moe");
-	struct policy_compose_opts co = { .min_types = 1, .max_types = 3,
-					  .min_gpus = 4, .max_gpus = 256 };
-	struct policy_rollout_opts opts = { .draw = POLICY_DRAW_UNIFORM,
-					    .temperature = 1.0f, .record = true };
-	struct policy_rng rng;
-	struct policy_trace tr = { 0 };
-	long rollouts = 0, stepped_back = 0, placed_after = 0;
+	struct rollouts ro = { 0 };
 
-	policy_rng_seed(&rng, 2024, 1);
-	for (int i = 0; i < CLUSTERS; i++) {
-		struct costmodel_cluster *cl = policy_compose_random(cm, &rng, &co);
-		struct policy_episode ep;
-		struct policy_env env;
-
-		assert_non_null(cl);
-		assert_int_equal(policy_env_init(&env, cm, cl), 0);
-		assert_int_equal(policy_episode_init(&ep, &env), 0);
-		for (int w = 0; w < WALKS; w++) {
-			int rc = policy_rollout(&ep, NULL, NULL, &rng, &opts, &tr);
-			int in_step[POLICY_MAX_STEPS + 1] = { 0 };
-
-			if (rc == -AR_EINFEASIBLE)
-				continue;	/* no depth fits this cluster */
-			assert_int_equal(rc, 0);
-			for (int d = 0; d < tr.ndec; d++) {
-				const struct policy_decision *dec = &tr.dec[d];
-
-				in_step[tr.dec_step[d]]++;
-				assert_true(dec->mask & (1u << dec->action));
-				if (dec->head == POLICY_HEAD_TP) {
-					assert_true(d > 0);
-					assert_int_equal(tr.dec[d - 1].head,
-							 POLICY_HEAD_DEVICE);
-					assert_int_equal(tr.dec[d - 1].action, dec->slot);
-				}
-			}
-			/* a STOP after the last template is its step's only decision */
-			for (int s = 0; s < tr.nsteps; s++)
-				assert_int_equal(in_step[s], tr.decisions_in_step[s]);
-			assert_true(in_step[tr.nsteps] <= 1);
-			rollouts++;
-			if (tr.steps_back > 0)
-				stepped_back++;
-			/* every template placed: each step back found a last stage */
-			if (tr.steps_back > 0 && tr.nshapes == tr.nsteps)
-				placed_after++;
-		}
-		policy_episode_fini(&ep);
-		policy_compose_free(cl);
-	}
+	each_cluster(cm, roll_cluster, &ro);
 	print_message("# %ld rollouts, %ld stepped back, %ld of those placed every template\n",
-		      rollouts, stepped_back, placed_after);
-	assert_true(rollouts > CLUSTERS);
-	assert_true(placed_after > 0);
-	policy_trace_fini(&tr);
+		      ro.count, ro.stepped_back, ro.placed_after);
+	assert_true(ro.count > CLUSTERS);
+	assert_true(ro.placed_after > 0);
+	policy_trace_fini(&ro.tr);
 	costmodel_destroy(cm);
 }
 
