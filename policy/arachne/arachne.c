@@ -299,7 +299,8 @@ static int improve(const struct policy_request *req, const struct policy_env *en
 		   const struct policy_batch *rollouts, struct policy_climb *climb,
 		   struct costmodel_plan **planp)
 {
-	struct policy_candidate *starts = calloc(STARTS, sizeof(*starts)), *best;
+	struct policy_candidate *starts = calloc(STARTS, sizeof(*starts)), *best = NULL;
+	struct policy_candidate paired = { 0 };
 	struct costmodel_plan *plan = NULL, *raw = NULL;
 	int rc, nstarts;
 
@@ -309,16 +310,32 @@ static int improve(const struct policy_request *req, const struct policy_env *en
 				    &raw, &climb->priced);
 	if (rc < 0)
 		goto out;
-	best = &starts[0];
 	for (int s = 0; s < nstarts && climb->work < IMPROVE_WORK_TOTAL; s++) {
 		rc = policy_climb_run(climb, &starts[s],
 				      fmin(IMPROVE_WORK, IMPROVE_WORK_TOTAL - climb->work));
 		if (rc < 0)
 			goto out;
-		if (starts[s].thr > best->thr)
+		if (!best || starts[s].thr > best->thr)
 			best = &starts[s];
 	}
-	if (nstarts == 0)
+	/*
+	 * Then the best paired plan (starts.c), the one start whose first
+	 * template is capped: it stands as priced, and climbs with the work
+	 * the others left (much of it on a small cluster, little on a large
+	 * one).  Last, so that it takes no work from them and can only add.
+	 */
+	if (!req->rollout_starts_only && climb->work < IMPROVE_WORK_TOTAL) {
+		rc = policy_paired_start(env, climb->threads, &paired, &climb->priced);
+		if (rc > 0)
+			rc = policy_climb_run(climb, &paired,
+					      fmin(IMPROVE_WORK,
+						   IMPROVE_WORK_TOTAL - climb->work));
+		if (rc < 0)
+			goto out;
+		if (paired.thr > 0.0 && (!best || paired.thr > best->thr))
+			best = &paired;
+	}
+	if (!best)
 		goto out;	/* no plan to climb from: *planp stays NULL */
 	rc = policy_candidate_fill(env, best, &plan, NULL);
 	if (rc < 0)

@@ -506,9 +506,14 @@ struct policy_stage {
 	int tp;
 };
 
-/* A structural template: its stages in pipeline order. */
+/*
+ * A structural template: its stages in pipeline order, and at most
+ * @max_replicas replicas of it (0: as many as the GPUs left admit; only
+ * the paired start sets a cap, see starts.c).
+ */
 struct policy_template {
 	int depth;
+	int max_replicas;
 	struct policy_stage stage[POLICY_DMAX];
 };
 
@@ -567,6 +572,15 @@ int policy_env_uniform_depth(const struct policy_env *env, int slot, int k);
  */
 int policy_structured_start(const struct policy_env *env, int threads,
 			    struct policy_candidate *out, long *priced);
+
+/*
+ * policy_paired_start() - the best of the paired plans: two templates of
+ * one depth whose proportional roundings complement each other (together
+ * the proportional pipeline of twice the depth), the first capped at the
+ * replicas the pair admits.  Returns 1 with *@out set, 0 when none fits.
+ */
+int policy_paired_start(const struct policy_env *env, int threads,
+			struct policy_candidate *out, long *priced);
 
 /*
  * policy_planner_starts() - with --seed-planners: the plans of the fast

@@ -63,7 +63,7 @@ void policy_template_to_shape(const struct policy_template *t,
 bool policy_template_equal(const struct policy_template *a,
 			   const struct policy_template *b)
 {
-	if (a->depth != b->depth)
+	if (a->depth != b->depth || a->max_replicas != b->max_replicas)
 		return false;
 	for (int s = 0; s < a->depth; s++)
 		if (a->stage[s].gpu != b->stage[s].gpu ||
@@ -100,10 +100,11 @@ static int fill_templates(const struct policy_env *env,
 	int rc, placed = 0;
 
 	for (int i = 0; i < x->n; i++) {
+		struct costmodel_fill_opts opts = { .max_replicas = x->t[i].max_replicas };
 		struct costmodel_shape sh;
 
 		policy_template_to_shape(&x->t[i], &sh);
-		rc = costmodel_fill_add(env->cm, env->cl, pool, plan, &sh, NULL);
+		rc = costmodel_fill_add(env->cm, env->cl, pool, plan, &sh, &opts);
 		if (rc == -AR_EINFEASIBLE || rc == -AR_ENOPROFILE)
 			continue;	/* this template no longer fits: skip it */
 		if (rc < 0)
@@ -348,7 +349,7 @@ static int move_type_recut(struct moves *m, int t, int q)
 		return 0;
 	for (int k = 0; k < POLICY_NUM_TP; k++) {
 		int tp = policy_tp_of(k), stages = gpus / tp;
-		struct policy_template y = { 0 };
+		struct policy_template y = { .max_replicas = sh->max_replicas };
 
 		if (gpus % tp || !usable(m, g, tp) ||
 		    sh->depth - n + stages > POLICY_DMAX)
@@ -375,7 +376,7 @@ static int move_type_to_end(struct moves *m, int t, int q)
 	if (type_run(sh, g, &first, &last, &gpus) == 0)
 		return 0;
 	for (int end = 0; end < 2; end++) {
-		struct policy_template y = { 0 };
+		struct policy_template y = { .max_replicas = sh->max_replicas };
 
 		for (int pass = 0; pass < 2; pass++)
 			for (int s = 0; s < sh->depth; s++)
@@ -397,7 +398,7 @@ static int move_type_trade(struct moves *m, int t, int q)
 		return 0;
 	for (int r = 0; r < m->env->nslots; r++) {
 		int h = m->env->slot_type[r], drop = -1;
-		struct policy_template y = { 0 };
+		struct policy_template y = { .max_replicas = sh->max_replicas };
 
 		if (h == g)
 			continue;
@@ -635,6 +636,7 @@ static int move_leftover(struct moves *m, int unused_t, int unused)
 			if (!(x = nb_new(m)))
 				return -ENOSPC;
 			x->t[x->n].depth = d;
+			x->t[x->n].max_replicas = 0;
 			for (int j = 0; j < d; j++)
 				x->t[x->n].stage[j] = (struct policy_stage){ g, tp };
 			x->n++;

@@ -1,7 +1,8 @@
 /*
  * starts.c - the plans the learned planner's local improvement starts
  * from: the policy's own rollout plans (the best few with distinct
- * templates), the best structured plan, and, only when asked
+ * templates), the best structured plan, the best paired plan (the one
+ * start that caps a template's replicas), and, only when asked
  * (--seed-planners), the plans of fast search planners.
  */
 #define AR_INTERNAL 1
@@ -75,6 +76,69 @@ int policy_rollout_starts(const struct policy_trace *tr, const bool *ok,
  * ------------------------------------------------------------------- */
 
 /*
+ * Stages of each type of @used (of @total GPUs) in a pipeline of @d, in
+ * proportion to its GPUs: largest remainder, so that they add up to @d.
+ */
+static void proportional_counts(const struct policy_env *env, const bool *used,
+				int total, int d, int *n)
+{
+	int given = 0;
+
+	for (int s = 0; s < env->nslots; s++) {
+		n[s] = used[s] ? d * env->type_gpus[s] / total : 0;
+		given += n[s];
+	}
+	while (given < d) {
+		int arg = -1;
+		double rem = -1.0;
+
+		for (int s = 0; s < env->nslots; s++) {
+			double r;
+
+			if (!used[s])
+				continue;
+			r = (double)d * env->type_gpus[s] / total - n[s];
+			if (r > rem) {
+				rem = r;
+				arg = s;
+			}
+		}
+		n[arg]++;
+		given++;
+	}
+}
+
+/* A template of @n[s] stages of each type at TP @tp, slowest type first. */
+static void counts_template(const struct policy_env *env, const int *n, int tp,
+			    struct policy_template *t)
+{
+	memset(t, 0, sizeof(*t));
+	for (int s = env->nslots - 1; s >= 0; s--)
+		for (int j = 0; j < n[s]; j++)
+			t->stage[t->depth++] = (struct policy_stage){ env->slot_type[s], tp };
+}
+
+static void reverse_stages(struct policy_template *t)
+{
+	for (int i = 0, j = t->depth - 1; i < j; i++, j--) {
+		struct policy_stage st = t->stage[i];
+
+		t->stage[i] = t->stage[j];
+		t->stage[j] = st;
+	}
+}
+
+static int used_gpus(const struct policy_env *env, const bool *used)
+{
+	int total = 0;
+
+	for (int s = 0; s < env->nslots; s++)
+		if (used[s])
+			total += env->type_gpus[s];
+	return total;
+}
+
+/*
  * Append, for every depth, the single template that gives each GPU type
  * of @used stages in proportion to its GPUs, slowest type first, at TP
  * @tp.
@@ -82,45 +146,64 @@ int policy_rollout_starts(const struct policy_trace *tr, const bool *ok,
 static void proportional_shapes(const struct policy_env *env, const bool *used,
 				int tp, struct policy_candidate *x, int *count)
 {
-	int blocks = costmodel_model(env->cm)->blocks, total = 0;
+	int blocks = costmodel_model(env->cm)->blocks, total = used_gpus(env, used);
 
-	for (int s = 0; s < env->nslots; s++)
-		if (used[s])
-			total += env->type_gpus[s];
 	for (int d = 1; d <= POLICY_DMAX && d <= blocks && total; d++) {
-		struct policy_template *sh = &x[*count].t[0];
-		int n[POLICY_SLOTS] = { 0 }, given = 0;
+		int n[POLICY_SLOTS];
 
-		/* largest remainder, so the stages add up to d */
-		for (int s = 0; s < env->nslots; s++)
-			if (used[s]) {
-				n[s] = d * env->type_gpus[s] / total;
-				given += n[s];
-			}
-		while (given < d) {
-			int arg = -1;
-			double rem = -1.0;
-
-			for (int s = 0; s < env->nslots; s++) {
-				double r;
-
-				if (!used[s])
-					continue;
-				r = (double)d * env->type_gpus[s] / total - n[s];
-				if (r > rem) {
-					rem = r;
-					arg = s;
-				}
-			}
-			n[arg]++;
-			given++;
-		}
-		sh->depth = 0;
-		for (int s = env->nslots - 1; s >= 0; s--)
-			for (int j = 0; j < n[s]; j++)
-				sh->stage[sh->depth++] =
-					(struct policy_stage){ env->slot_type[s], tp };
+		proportional_counts(env, used, total, d, n);
+		counts_template(env, n, tp, &x[*count].t[0]);
 		x[(*count)++].n = 1;
+	}
+}
+
+/*
+ * Append, for every depth, the pair of templates whose stages together
+ * are the proportional pipeline of twice the depth, when it is not two
+ * equal halves.  One proportional template rarely divides the GPUs
+ * evenly: its rounding gives a type a stage more than its share, and the
+ * fill, packing as many replicas of it as fit, strands the other types'
+ * GPUs.  The second template rounds the other way, and the first is
+ * capped at the replicas the pair admits so that the second gets its
+ * share (qwen3-32b on the 22 A100-80 and 22 A100-40 of unseen-05: 2
+ * replicas of 6 + 5 stages, then 2 of 5 + 6, as AMP's search finds).
+ */
+static void paired_shapes(const struct policy_env *env, const bool *used,
+			  int tp, struct policy_candidate *x, int *count)
+{
+	int blocks = costmodel_model(env->cm)->blocks, total = used_gpus(env, used);
+
+	for (int d = 2; d <= POLICY_DMAX && d <= blocks && total; d++) {
+		int first[POLICY_SLOTS], both[POLICY_SLOTS], second[POLICY_SLOTS];
+		int pairs = -1;
+		bool differ = false, fits = true;
+
+		proportional_counts(env, used, total, d, first);
+		proportional_counts(env, used, total, 2 * d, both);
+		for (int s = 0; s < env->nslots; s++) {
+			second[s] = both[s] - first[s];
+			fits = fits && second[s] >= 0;
+			differ = differ || second[s] != first[s];
+			if (both[s] > 0) {
+				int r = env->type_gpus[s] / (both[s] * tp);
+
+				pairs = pairs < 0 || r < pairs ? r : pairs;
+			}
+		}
+		if (!fits || !differ || pairs < 1)
+			continue;
+		for (int fastest_first = 0; fastest_first < 2; fastest_first++) {
+			struct policy_candidate *y = &x[(*count)++];
+
+			counts_template(env, first, tp, &y->t[0]);
+			counts_template(env, second, tp, &y->t[1]);
+			if (fastest_first) {
+				reverse_stages(&y->t[0]);
+				reverse_stages(&y->t[1]);
+			}
+			y->t[0].max_replicas = pairs;
+			y->n = 2;
+		}
 	}
 }
 
@@ -147,25 +230,17 @@ static bool per_type_pipelines(const struct policy_env *env, int k,
 	return x->n > 0;
 }
 
-/*
- * The best of two structured families: a single template that gives each
- * GPU type stages in proportion to its GPUs, slowest type first, at one
- * TP degree, for every depth, with every type or, from three types up,
- * all but one (a type that only slows the others is best left idle); and
- * one pipeline per type.  They are the shapes good search planners
- * reach, and the local improvement climbs from them where the policy's
- * plans sit on another hill.
- */
-int policy_structured_start(const struct policy_env *env, int threads,
-			    struct policy_candidate *out, long *priced)
-{
-	struct policy_candidate *x;
-	int count = 0, best = -1;
+typedef void (*shapes_f)(const struct policy_env *env, const bool *used,
+			 int tp, struct policy_candidate *x, int *count);
 
-	x = calloc((size_t)(env->nslots + 1) * POLICY_NUM_TP * (POLICY_DMAX + 1) +
-		   POLICY_NUM_TP, sizeof(*x));
-	if (!x)
-		return -ENOMEM;
+/*
+ * Append @shapes for every TP degree, with every type or, from three
+ * types up, all but one (a type that only slows the others is best left
+ * idle).
+ */
+static void type_families(const struct policy_env *env, shapes_f shapes,
+			  struct policy_candidate *x, int *count)
+{
 	/* idle: the type left out, -1 for none; of two types, none */
 	for (int idle = -1; idle < (env->nslots > 2 ? env->nslots : 0); idle++)
 		for (int k = 0; k < POLICY_NUM_TP; k++) {
@@ -175,9 +250,32 @@ int policy_structured_start(const struct policy_env *env, int threads,
 			for (int s = 0; s < env->nslots; s++)
 				used[s] = s != idle &&
 					  policy_env_tp_usable(env, env->slot_type[s], tp);
-			proportional_shapes(env, used, tp, x, &count);
+			shapes(env, used, tp, x, count);
 		}
-	for (int k = 0; k < POLICY_NUM_TP; k++)
+}
+
+/* Candidates type_families() and the per-type pipelines may append. */
+static size_t family_room(const struct policy_env *env)
+{
+	return 2 * (size_t)(env->nslots + 1) * POLICY_NUM_TP * (POLICY_DMAX + 1) +
+	       POLICY_NUM_TP;
+}
+
+/*
+ * The fastest of @shapes over type_families() and, with @per_type, of
+ * the per-type pipelines, into *@out: 1 when one fits, 0 when none does.
+ */
+static int best_of_family(const struct policy_env *env, int threads,
+			  shapes_f shapes, bool per_type,
+			  struct policy_candidate *out, long *priced)
+{
+	struct policy_candidate *x = calloc(family_room(env), sizeof(*x));
+	int count = 0, best = -1;
+
+	if (!x)
+		return -ENOMEM;
+	type_families(env, shapes, x, &count);
+	for (int k = 0; per_type && k < POLICY_NUM_TP; k++)
 		if (per_type_pipelines(env, k, &x[count]))
 			count++;
 	*priced += policy_candidates_price(env, x, count, threads);
@@ -188,6 +286,26 @@ int policy_structured_start(const struct policy_env *env, int threads,
 		*out = x[best];
 	free(x);
 	return best >= 0 ? 1 : 0;
+}
+
+/*
+ * The best of two structured families: a single template that gives each
+ * GPU type stages in proportion to its GPUs, slowest type first, at one
+ * TP degree, for every depth, with every type or, from three types up,
+ * all but one; and one pipeline per type.  They are the shapes good
+ * search planners reach, and the local improvement climbs from them
+ * where the policy's plans sit on another hill.
+ */
+int policy_structured_start(const struct policy_env *env, int threads,
+			    struct policy_candidate *out, long *priced)
+{
+	return best_of_family(env, threads, proportional_shapes, true, out, priced);
+}
+
+int policy_paired_start(const struct policy_env *env, int threads,
+			struct policy_candidate *out, long *priced)
+{
+	return best_of_family(env, threads, paired_shapes, false, out, priced);
 }
 
 /* ---------------------------------------------------------------------

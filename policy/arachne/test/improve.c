@@ -9,7 +9,11 @@
  *     construction), gives the same plan whatever the threads, and never
  *     uses the network;
  *   - --no-climb returns the best rollout plan as built, which the full
- *     planner never ends below; --seed-planners never ends below AMP.
+ *     planner never ends below; --seed-planners never ends below AMP;
+ *   - the paired start: two templates of one depth, together the
+ *     proportional pipeline of twice it, the first capped and filled to
+ *     its cap, the second taking the GPUs it leaves; the planner never
+ *     ends below it.
  */
 #define AR_INTERNAL 1
 #include "config.h"
@@ -140,17 +144,23 @@ static void test_climb_never_descends(void **state)
 	}
 }
 
-static struct costmodel_plan *plan_with(struct policy_request req)
+static struct costmodel_plan *plan_on(const struct costmodel_cluster *cl,
+				      struct policy_request req)
 {
 	struct costmodel_plan *plan = NULL;
 
 	req.cm = cm;
-	req.cl = mix;
+	req.cl = cl;
 	req.budget_s = 60;
 	req.quiet = true;
 	assert_int_equal(policy_plan(&req, &plan), 0);
-	assert_int_equal(costmodel_plan_check(cm, mix, plan), 0);
+	assert_int_equal(costmodel_plan_check(cm, cl, plan), 0);
 	return plan;
+}
+
+static struct costmodel_plan *plan_with(struct policy_request req)
+{
+	return plan_on(mix, req);
 }
 
 static void test_random_planner(void **state)
@@ -221,6 +231,74 @@ static void test_ablations(void **state)
 	costmodel_plan_free(amp);
 }
 
+/* Stages of GPU type @gpu in @t. */
+static int stages_of(const struct policy_template *t, int gpu)
+{
+	int n = 0;
+
+	for (int s = 0; s < t->depth; s++)
+		n += t->stage[s].gpu == gpu;
+	return n;
+}
+
+static void test_paired_start(void **state)
+{
+	/* 12 big and 12 mid GPUs: an odd depth splits them unevenly */
+	struct costmodel_cluster *even = fixture_cluster(cm,
+		"{\"name\":\"even\",\"nodes\":["
+		"{\"gpu\":\"big\",\"gpus_per_node\":8,\"count\":1},"
+		"{\"gpu\":\"big\",\"gpus_per_node\":4,\"count\":1},"
+		"{\"gpu\":\"mid\",\"gpus_per_node\":4,\"count\":3}]}");
+	int big = costmodel_gpu_find(cm, "big"), mid = costmodel_gpu_find(cm, "mid");
+	struct policy_candidate x = { 0 };
+	struct costmodel_plan *plan, *full;
+	struct policy_env env;
+	long priced = 0;
+	int d, cap;
+
+	assert_int_equal(policy_env_init(&env, cm, even), 0);
+	assert_int_equal(policy_paired_start(&env, 2, &x, &priced), 1);
+	assert_true(priced > 0);
+	assert_int_equal(x.n, 2);
+	d = x.t[0].depth;
+	cap = x.t[0].max_replicas;
+	print_message("# paired start: 2 x %d stages, the first capped at %d: %.2f samples/s\n",
+		      d, cap, x.thr);
+	assert_int_equal(x.t[1].depth, d);
+	assert_true(cap >= 1);
+	assert_int_equal(x.t[1].max_replicas, 0);
+	/* equal GPUs: each type holds d of the pair's 2d stages, split unevenly */
+	assert_int_equal(stages_of(&x.t[0], big) + stages_of(&x.t[1], big), d);
+	assert_int_equal(stages_of(&x.t[0], mid) + stages_of(&x.t[1], mid), d);
+	assert_int_not_equal(stages_of(&x.t[0], big), stages_of(&x.t[1], big));
+
+	assert_int_equal(policy_candidate_fill(&env, &x, &plan, NULL), 0);
+	assert_int_equal(costmodel_plan_check(cm, even, plan), 0);
+	assert_int_equal(plan->ntemplates, 2);
+	assert_true(plan->templates[0].replicas <= cap);
+	assert_true(plan->templates[1].replicas >= 1);
+	assert_float_equal(plan->predicted.samples_per_s, x.thr, 1e-9 * x.thr);
+	costmodel_plan_free(plan);
+
+	/* the fill holds a template to its cap: one mid GPU a replica, 12 or 5 */
+	for (int limit = 0; limit <= 5; limit += 5) {
+		struct policy_candidate y = { .n = 1 };
+
+		y.t[0] = (struct policy_template){ .depth = 1, .max_replicas = limit,
+						   .stage = { { mid, 1 } } };
+		assert_int_equal(policy_candidate_fill(&env, &y, &plan, NULL), 0);
+		assert_int_equal(plan->templates[0].replicas, limit ? limit : 12);
+		costmodel_plan_free(plan);
+	}
+
+	full = plan_on(even, (struct policy_request){ .planner = "arachne", .seed = 2,
+						      .threads = 2,
+						      .policy_path = policy_path });
+	assert_true(full->predicted.samples_per_s >= x.thr * (1 - 1e-9));
+	costmodel_plan_free(full);
+	costmodel_cluster_free(even);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -228,6 +306,7 @@ int main(void)
 		cmocka_unit_test(test_climb_never_descends),
 		cmocka_unit_test(test_random_planner),
 		cmocka_unit_test(test_ablations),
+		cmocka_unit_test(test_paired_start),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
