@@ -254,7 +254,10 @@ static void type_families(const struct policy_env *env, shapes_f shapes,
 		}
 }
 
-/* Candidates type_families() and the per-type pipelines may append. */
+/*
+ * Candidates type_families() and the per-type pipelines may append: at
+ * most two a depth (paired_shapes()' two type orders) per family and TP.
+ */
 static size_t family_room(const struct policy_env *env)
 {
 	return 2 * (size_t)(env->nslots + 1) * POLICY_NUM_TP * (POLICY_DMAX + 1) +
