@@ -25,6 +25,38 @@ trap 'exit 143' HUP INT TERM
 AR_SOCK_DIR=$(mktemp -d /tmp/ar.XXXXXX) || exit 1
 ar_at_exit 'rm -rf "$AR_SOCK_DIR"'
 
+# Unless sharness runs verbose, what a test prints goes nowhere, and a
+# failure in CI, which keeps only the logs, would not say why.  It goes to
+# AR_SOCK_DIR/output instead, and a failure's TAP diagnostics end with the
+# last lines the failing test printed (test_failure_ below).
+AR_OUTPUT=
+if test "$verbose" != t; then
+	AR_OUTPUT=$AR_SOCK_DIR/output
+	exec 3>"$AR_OUTPUT" 4>&3
+fi
+
+# ar_printed_last: the last 25 lines the running test printed, as TAP
+# diagnostics; its body, echoed by sharness with a tab first, left out.
+ar_printed_last() {
+	test -s "$AR_OUTPUT" || return 0
+	echo "# what it printed last:"
+	awk '/^expecting success:/ { n = 0; next }
+	     /^\t/ { next }
+	     { out[n++ % 25] = $0 }
+	     END { for (i = (n > 25 ? n - 25 : 0); i < n; i++)
+			print "#   " out[i % 25] }' "$AR_OUTPUT"
+}
+
+# sharness's own test_failure_, with what the test printed after its body.
+test_failure_() {
+	test_failure=$((test_failure + 1))
+	say_color error "not ok $test_count - $1"
+	shift
+	echo "$@" | sed -e 's/^/#	/'
+	ar_printed_last
+	test "$immediate" = "" || { EXIT_OK=t; exit 1; }
+}
+
 # ar_wait_until TENTHS WHAT COMMAND...: run COMMAND every 0.1 s until it
 # succeeds, at most TENTHS times; then fail, saying that WHAT never came.
 ar_wait_until() {
