@@ -25,10 +25,12 @@ EXAMPLES="$top_srcdir/slurm-examples"
 # Enough steps that B can leave while both allocations train.
 STEPS=400
 
-# wait_grep PATTERN FILE [TENTHS]: until FILE has a line matching, bounded.
+# wait_grep PATTERN FILE [TENTHS]: until FILE has a line matching, bounded;
+# else FILE, then what never came (the last line a failure shows).
 wait_grep() {
 	ar_wait_until "${3:-1200}" "/$1/ in $2" grep -q "$1" "$2" || {
 		cat "$2" >&2
+		echo "no line /$1/ in $2" >&2
 		return 1
 	}
 }
@@ -65,16 +67,17 @@ test_expect_success PLANNERD 'setup: plannerd, the example script with arachne-g
 	slurm_plannerd_start &&
 	mkdir bin &&
 	ln -s "$GPT_BIN" "$top_builddir/migrate/arachne-migrate" bin/ &&
-	# Both allocations look for the join once the trainer moved its
-	# state; A looks only after B committed it (bounded, 300 s: the test
-	# waits 360 s for it), the order that a busy node makes: A'"'"'s script
-	# must still say the join is done.
+	# Both allocations look for the join, and later for the leave, once
+	# the trainer moved its state; A looks only after B committed it
+	# (bounded, 300 s: the test waits 360 s for it), the order that a busy
+	# node makes: A'"'"'s script must still say the change is done.
 	cat >bin/arachnectl <<-EOF &&
 	#!/bin/sh
+	gen=\$(head -n1 $PWD/state/generation 2>/dev/null)
 	if [ "\$1" = pending ] && [ "\$SLURM_JOB_ID" = "\$(cat $PWD/A.job)" ] &&
-	   [ "\$(head -n1 $PWD/state/generation 2>/dev/null)" = 3 ]; then
+	   { [ "\$gen" = 3 ] || [ "\$gen" = 4 ]; }; then
 		for i in \$(seq 1 3000); do
-			grep -q "generation 3 (join) done" $PWD/B.log && break
+			grep -q "generation \$gen ([a-z]*) done" $PWD/B.log && break
 			sleep 0.1
 		done
 	fi
@@ -164,10 +167,12 @@ test_expect_success PLANNERD 'B leaves while both train: its state moves back, B
 		leave $B >leave.out &&
 	cat leave.out &&
 	steps_beyond 0 && ! grep -q "^step $STEPS " A.log &&
-	wait_grep "generation 4 (leave) done" A.log 1800 &&
+	wait_grep "generation 4 (leave) done" A.log 3600 &&
 	ar_wait_until 600 "job $B to end" slurm_job_gone $B &&
 	cat A.log B.log &&
 	grep "arachne-gpt: generation 4 (leave): the state moved after step [0-9]*; stopping" A.log &&
+	grep "generation 4 (leave) of job $A: moving the model state" B.log &&
+	grep "generation 4 (leave) done: the other allocation committed it" A.log &&
 	test "$(slurm_job_state $B)" = COMPLETED &&
 	! ls state | grep node3
 '

@@ -63,6 +63,8 @@ test_expect_success 'segment 1: generation 1 on 4 ranks, steps 1 to 8' '
 	gpt_mpi 4 --model gpt-tiny --steps 8 --seed 9 -q --plan-dir jd \
 		--checkpoint ck >seg1.out 2>seg1.err &&
 	test "$(head -n1 ck/generation)" = 1 &&
+	test "$(sed -n 2p ck/generation)" = "step 8" &&
+	test "$(wc -l <ck/generation)" = 2 &&
 	test "$(ls ck | grep -c "^rank-n0-[0-3].bin$")" = 4
 '
 
@@ -73,6 +75,7 @@ test_expect_success 'segment 2: resumed with a shrink pending: the state moves a
 	test "$(cat seg2.out)" = "" &&
 	grep "generation 2 (shrink): the state moved after step 8; stopping" seg2.err &&
 	test "$(head -n1 ck/generation)" = 2 &&
+	test "$(sed -n 3p ck/generation)" = "op shrink" &&
 	test "$(ls ck | grep "^rank-")" = "$(printf "rank-n0-0.bin\nrank-n0-1.bin")" &&
 	cp -r ck ck-moved
 '
@@ -151,6 +154,7 @@ test_expect_success 'committed: both launches train together until a leave moves
 	test "$last" -ge 32 && test "$last" -lt 40 &&
 	grep "generation 5 (leave): the state moved after step $last; stopping" j3-n0.err &&
 	test "$(head -n1 ck/generation)" = 5 &&
+	test "$(sed -n 2,3p ck/generation)" = "$(printf "step $last\nop leave")" &&
 	test "$(ls ck | grep "^rank-")" = "$(printf "rank-n0-0.bin\nrank-n0-1.bin")"
 '
 

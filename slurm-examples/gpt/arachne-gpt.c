@@ -644,10 +644,11 @@ static int resume_step(const struct gpt_job *job, int rc, long step,
 
 /*
  * Every rank wrote its file of the checkpoint: rank 0 marks it as of plan
- * generation @gen (with --plan-dir; without it, nothing to mark).
+ * generation @gen, moved there by the change @op or NULL (with --plan-dir;
+ * without it, nothing to mark).
  */
 static int checkpoint_mark(const struct args *a, const struct gpt_job *job,
-			   unsigned gen, long step)
+			   unsigned gen, long step, const char *op)
 {
 	int rc = 0;
 
@@ -655,7 +656,7 @@ static int checkpoint_mark(const struct args *a, const struct gpt_job *job,
 		return 0;
 	gpt_barrier(job->comm);
 	if (job->rank == 0)
-		rc = gpt_ckpt_mark(a->checkpoint, gen, step);
+		rc = gpt_ckpt_mark(a->checkpoint, gen, step, op);
 	return rc;
 }
 
@@ -670,7 +671,7 @@ static int migrate_after(const struct args *a, struct gpt_job *job,
 	if (a->checkpoint)
 		rc = gpt_ckpt_save(tr, a->checkpoint, t->step);
 	if (rc == 0)
-		rc = checkpoint_mark(a, job, gen, t->step);
+		rc = checkpoint_mark(a, job, gen, t->step, NULL);
 	if (rc < 0) {
 		fprintf(stderr, "arachne-gpt: rank %d: checkpoint before the migration after step %ld: %s\n",
 			job->rank, t->step, ar_errmsg());
@@ -740,7 +741,7 @@ static int plandir_change(const struct args *a, struct gpt_job *job,
 	if (rc == 0)
 		rc = gpt_ckpt_drop(tr, a->checkpoint);
 	if (rc == 0)
-		rc = checkpoint_mark(a, job, next, step);
+		rc = checkpoint_mark(a, job, next, step, op);
 	if (rc < 0) {
 		fprintf(stderr, "arachne-gpt: rank %d: the checkpoint of generation %u: %s\n",
 			job->rank, next, ar_errmsg());
@@ -841,7 +842,7 @@ static int train(const struct args *a, struct gpt_job *job,
 	}
 	if (a->checkpoint &&
 	    (gpt_ckpt_save(&tr, a->checkpoint, last) < 0 ||
-	     checkpoint_mark(a, job, gen, last) < 0)) {
+	     checkpoint_mark(a, job, gen, last, NULL) < 0)) {
 		fprintf(stderr, "arachne-gpt: rank %d: checkpoint: %s\n",
 			job->rank, ar_errmsg());
 		goto abort;

@@ -219,13 +219,15 @@ int gpt_ckpt_drop(const struct gpt_trainer *tr, const char *dir)
 }
 
 /*
- * DIR/generation: the plan generation the checkpoint's files are in, one
- * decimal line, written by rank 0 after every rank wrote its file.
+ * DIR/generation: the plan generation the checkpoint's files are in, the
+ * step and the change that moved them there (gpt.h), written by rank 0
+ * after every rank wrote its file.
  */
-int gpt_ckpt_mark(const char *dir, unsigned gen, long step)
+int gpt_ckpt_mark(const char *dir, unsigned gen, long step, const char *op)
 {
-	char path[4096], text[64];
-	int n = snprintf(text, sizeof(text), "%u\nstep %ld\n", gen, step);
+	char path[4096], text[96];
+	int n = snprintf(text, sizeof(text), "%u\nstep %ld\n%s%.16s%s", gen,
+			 step, op ? "op " : "", op ? op : "", op ? "\n" : "");
 
 	snprintf(path, sizeof(path), "%s/generation", dir);
 	if (ar_file_write_atomic(path, text, (size_t)n, 0644) < 0)

@@ -456,9 +456,12 @@ int gpt_ckpt_drop(const struct gpt_trainer *tr, const char *dir);
 /*
  * DIR/generation: the plan generation @dir's files are in (0: none) on
  * its first line, and on the second "step S", the step they were written
- * after (0 when the line is missing).
+ * after (0 when the line is missing).  When the files were just moved to
+ * a pending generation, a third line "op OP" names its change (@op; NULL
+ * otherwise): a job's script that finds the change committed by another
+ * allocation can say which change is done.
  */
-int gpt_ckpt_mark(const char *dir, unsigned gen, long step);
+int gpt_ckpt_mark(const char *dir, unsigned gen, long step, const char *op);
 int gpt_ckpt_marked(const char *dir, unsigned *genp, long *stepp);
 
 /* ---------------------------------------------------------------------
