@@ -204,16 +204,20 @@ static inline bool ar_add_i64(int64_t a, int64_t b, int64_t *out)
 /*
  * An elastic job's plan directory (jobdir.c, docs/elastic.md), shared by
  * the arachne.so plugin and arachnectl: state.json, plan.G.json,
- * migration.G.json and a lock file.
+ * cluster.G.json, migration.G.json and a lock file.
  *
  * ar_jobdir_file() - DIR/KIND.G.json (G > 0) or DIR/KIND.json into @buf.
  * ar_jobdir_lock() - flock DIR/lock within @timeout_s: a descriptor for
  *   ar_jobdir_unlock(), or -errno / -AR_ETIMEOUT.
  * ar_jobdir_load() - state.json into *@statep (NULL when there is none).
  * ar_jobdir_plan() - plan G, or NULL with ar_errmsg() set.
- * ar_jobdir_store() - write @plan and @migration (NULL: none, and an old
- *   migration.G.json goes) as generation G + 1, then @state naming it;
- *   every file atomically.  *@generationp is the new generation.
+ * ar_jobdir_cluster() - the composition plan G was made for, as plannerd
+ *   mapped it (PROTOCOL.md: the answer's "cluster"), or NULL with
+ *   ar_errmsg() set (errno ENOENT: a directory written without it).
+ * ar_jobdir_store() - write @plan, @cluster and @migration (NULL: none,
+ *   and an old file of that kind for G + 1 goes) as generation G + 1, then
+ *   @state naming it; every file atomically.  *@generationp is the new
+ *   generation.
  * ar_jobdir_save() - write @state alone.
  * ar_jobdir_remove() - the directory and its files (the job is over).
  * ar_jobdir_replan_request() - plannerd's replan of @state's job onto
@@ -227,8 +231,10 @@ int ar_jobdir_lock(const char *dir, double timeout_s);
 void ar_jobdir_unlock(int fd);
 int ar_jobdir_load(const char *dir, json_t **statep);
 json_t *ar_jobdir_plan(const char *dir, unsigned g);
+json_t *ar_jobdir_cluster(const char *dir, unsigned g);
 int ar_jobdir_store(const char *dir, json_t *state, const json_t *plan,
-		    const json_t *migration, unsigned *generationp);
+		    const json_t *cluster, const json_t *migration,
+		    unsigned *generationp);
 int ar_jobdir_save(const char *dir, const json_t *state);
 int ar_jobdir_remove(const char *dir);
 json_t *ar_jobdir_replan_request(const char *dir, const json_t *state,

@@ -8,6 +8,8 @@
  *   state.json        the generation in force, its composition, who
  *                     joined, and the reconfiguration under way (below)
  *   plan.G.json       the plan of generation G (1, 2, ...)
+ *   cluster.G.json    the composition plan G was made for, as plannerd
+ *                     saw it (GRES types mapped to GPU profiles)
  *   migration.G.json  the migration from the state's layout before G
  *                     to plan G (none when nothing had to move)
  *   lock              flock()ed by whoever changes the generation
@@ -128,23 +130,46 @@ int ar_jobdir_save(const char *dir, const json_t *state)
 	return rc < 0 ? rc : jobdir_write(path, state);
 }
 
+json_t *ar_jobdir_cluster(const char *dir, unsigned g)
+{
+	char path[4096];
+
+	if (ar_jobdir_file(path, sizeof(path), dir, "cluster", g) < 0) {
+		errno = ENAMETOOLONG;
+		ar_seterr(-ENAMETOOLONG, "%s: path too long", dir);
+		return NULL;
+	}
+	return ar_json_load_file(path);
+}
+
+/* @j as DIR/KIND.G.json; NULL: that file goes, for a file of an abandoned
+ * attempt at G must not pass for G's. */
+static int jobdir_write_or_remove(const char *dir, const char *kind,
+				  unsigned g, const json_t *j)
+{
+	char path[4096];
+	int rc = ar_jobdir_file(path, sizeof(path), dir, kind, g);
+
+	if (rc < 0)
+		return rc;
+	if (j)
+		return jobdir_write(path, j);
+	return unlink(path) < 0 && errno != ENOENT ? -errno : 0;
+}
+
 int ar_jobdir_store(const char *dir, json_t *state, const json_t *plan,
-		    const json_t *migration, unsigned *generationp)
+		    const json_t *cluster, const json_t *migration,
+		    unsigned *generationp)
 {
 	unsigned g = (unsigned)json_integer_value(
 		json_object_get(state, "generation")) + 1;
-	char path[4096];
 	int rc;
 
-	rc = ar_jobdir_file(path, sizeof(path), dir, "plan", g);
+	rc = jobdir_write_or_remove(dir, "plan", g, plan);
 	if (rc == 0)
-		rc = jobdir_write(path, plan);
+		rc = jobdir_write_or_remove(dir, "cluster", g, cluster);
 	if (rc == 0)
-		rc = ar_jobdir_file(path, sizeof(path), dir, "migration", g);
-	/* A file of an abandoned attempt at G must not pass for G's. */
-	if (rc == 0)
-		rc = migration ? jobdir_write(path, migration) :
-		     unlink(path) < 0 && errno != ENOENT ? -errno : 0;
+		rc = jobdir_write_or_remove(dir, "migration", g, migration);
 	if (rc < 0)
 		return rc;
 	json_object_set_new(state, "generation", json_integer(g));

@@ -476,7 +476,7 @@ static int elastic_ask(const struct ctl *ctl, struct ejob *e, const char *op,
 {
 	double grace = ctl->grace_s > 0 ? ctl->grace_s : DEFAULT_GRACE_S;
 	json_t *comp, *req, *answer = NULL, *pending, *owners;
-	const json_t *plan, *mig;
+	const json_t *plan, *mig, *cluster;
 	char summary[512], gone[1024];
 	unsigned g = 0;
 	const json_t *v;
@@ -522,7 +522,9 @@ static int elastic_ask(const struct ctl *ctl, struct ejob *e, const char *op,
 	json_object_set_new(e->state, "nodes", owners);
 	json_object_set_new(e->state, "composition", comp);
 	json_object_set_new(e->state, "pending", pending);
+	cluster = json_object_get(answer, "cluster");
 	rc = ar_jobdir_store(e->dir, e->state, plan,
+			     json_is_object(cluster) ? cluster : NULL,
 			     json_is_object(mig) ? mig : NULL, &g);
 	if (rc < 0) {
 		fprintf(stderr, "arachnectl: job %lld: cannot write generation %u: %s\n",
@@ -849,7 +851,7 @@ static void elastic_call_off(const struct ejob *e, unsigned g, const char *op,
 static int elastic_abort(const struct ctl *ctl, long long job)
 {
 	const char *reason = ctl->reason ? ctl->reason : "aborted";
-	json_t *plan, *p, *prev, *left;
+	json_t *plan, *p, *prev, *left, *cluster;
 	struct ejob e;
 	long long t;
 	unsigned g, from, ng = 0;
@@ -897,7 +899,10 @@ static int elastic_abort(const struct ctl *ctl, long long job)
 	json_object_set_new(e.state, "aborted", json_pack("{s:i, s:O, s:s, s:I}",
 		"generation", (int)g, "op", json_object_get(p, "op"),
 		"reason", reason, "time", (json_int_t)time(NULL)));
-	rc = ar_jobdir_store(e.dir, e.state, plan, NULL, &ng);
+	/* Plan F again, on F's composition (none in a directory written
+	 * before plannerd answered with it). */
+	cluster = ar_jobdir_cluster(e.dir, from);
+	rc = ar_jobdir_store(e.dir, e.state, plan, cluster, NULL, &ng);
 	if (rc < 0) {
 		fprintf(stderr, "arachnectl: job %lld: cannot write the next generation: %s\n",
 			t, ar_strerror(rc));
@@ -911,6 +916,7 @@ static int elastic_abort(const struct ctl *ctl, long long job)
 		       t, g, json_string_value(json_object_get(p, "op")),
 		       reason, ng, from);
 	}
+	json_decref(cluster);
 	json_decref(plan);
 	json_decref(p);
 out:

@@ -184,10 +184,14 @@ static int ops_request_normalize(struct daemon *d, const struct conf *conf,
 	return *requestp ? 0 : -ENOMEM;
 }
 
-static json_t *ops_plan_body(const char *job, json_t *plan, bool cached)
+/* The answer carries the composition as planned (the site map applied):
+ * the trainer places ranks on the GPU names the plan uses. */
+static json_t *ops_plan_body(const char *job, json_t *plan,
+			     const json_t *request, bool cached)
 {
-	return json_pack("{s:s, s:s, s:b, s:O}", "op", "plan", "job", job,
-			 "cached", cached, "plan", plan);
+	return json_pack("{s:s, s:s, s:b, s:O, s:O}", "op", "plan", "job", job,
+			 "cached", cached, "plan", plan,
+			 "cluster", json_object_get(request, "cluster"));
 }
 
 /*
@@ -238,7 +242,7 @@ static int ops_plan(struct daemon *d, struct gen *gen, struct conn *c,
 	    strcmp(old_key, key) == 0) {
 		atomic_fetch_add(&d->stats.cache_hits, 1);
 		*bodyp = ops_plan_body(req->job, json_object_get(doc, "plan"),
-				       true);
+				       request, true);
 		rc = *bodyp ? 0 : -ENOMEM;
 		goto out;
 	}
@@ -422,7 +426,8 @@ static int ops_task_plan(struct task *task, json_t **bodyp)
 	rc = doc ? store_put(d->store, task->req.job, task->owner, doc) :
 	     -ENOMEM;
 	if (rc == 0) {
-		*bodyp = ops_plan_body(task->req.job, plan, task->cached);
+		*bodyp = ops_plan_body(task->req.job, plan, task->request,
+				       task->cached);
 		rc = *bodyp ? 0 : -ENOMEM;
 	}
 	json_decref(doc);
@@ -530,6 +535,7 @@ static int ops_task_replan(struct task *task, json_t **bodyp)
 		goto out;
 	json_object_set_new(answer, "op", json_string("replan"));
 	json_object_set_new(answer, "job", json_string(req->job));
+	json_object_set(answer, "cluster", json_object_get(request, "cluster"));
 	*bodyp = answer;
 	answer = NULL;
 out:

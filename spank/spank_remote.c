@@ -412,7 +412,7 @@ static void remote_notify(const json_t *state)
 static int remote_advance(json_t *state, const char *op, json_t *comp,
 			  json_t *pending, json_t *lost, char *why, size_t len)
 {
-	json_t *req, *resp = NULL, *plan, *mig;
+	json_t *req, *resp = NULL, *plan, *mig, *cluster;
 	unsigned g = 0;
 	int rc = -1, err;
 
@@ -454,7 +454,11 @@ static int remote_advance(json_t *state, const char *op, json_t *comp,
 		json_object_set_new(state, "lost", json_pack("{s:I, s:O}",
 			"generation", json_integer_value(json_object_get(state, "generation")) + 1,
 			"nodes", lost));
+	/* plannerd's own view of the composition (its GRES types mapped to
+	 * GPU profiles) goes with the plan: the trainer places on it. */
+	cluster = json_object_get(resp, "cluster");
 	err = ar_jobdir_store(rs.dir, state, plan,
+			      json_is_object(cluster) ? cluster : NULL,
 			      json_is_object(mig) ? mig : NULL, &g);
 	if (err < 0) {
 		snprintf(why, len, "cannot write the plan into %s: %s",

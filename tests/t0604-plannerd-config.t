@@ -55,7 +55,20 @@ test_expect_success 'the site map from the config is applied to requests' '
 	echo "{\"nodes\":[{\"gpu\":\"h100_80g\",\"gpus_per_node\":2,\"count\":1}]}" >gres.json &&
 	ctl --json plan 1 --model toy --cluster gres.json >out &&
 	ctl --json show 1 >get &&
-	grep "\"gpu\":\"fast\"" get
+	grep "\"gpu\":\"fast\"" get &&
+	# Every answer names the composition as planned, the GRES type
+	# mapped: planned, from the store, and a replan onto two nodes.
+	ctl --json plan 1 --model toy --cluster gres.json >again &&
+	echo "{\"nodes\":[{\"gpu\":\"h100_80g\",\"gpus_per_node\":2,\"count\":2}]}" >gres2.json &&
+	ctl --json replan 1 --cluster gres2.json >replan &&
+	python3 -c "import json, sys
+for f, cached, count in ((\"out\", False, 1), (\"again\", True, 1), (\"replan\", None, 2)):
+    a = json.load(open(f))
+    nodes = a[\"cluster\"][\"nodes\"]
+    assert [n[\"gpu\"] for n in nodes] == [\"fast\"], (f, nodes)
+    assert nodes[0][\"count\"] == count, (f, nodes)
+    assert cached is None or a[\"cached\"] is cached, (f, a[\"cached\"])
+"
 '
 
 test_expect_success 'a reload with a broken config keeps the running one' '

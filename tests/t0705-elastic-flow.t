@@ -223,6 +223,10 @@ test_expect_success PLANNERD 'E is preempted while A cannot take part: aborted, 
 	slurm_wait_gone $E &&
 	cat E.log &&
 	grep "generation 8 (leave) abandoned: the migration failed; generation 9 is plan 7 again" E.log &&
+	# plan 7 again, on the composition plan 7 was made for
+	cmp "$SLURM_PLAN_DIR/$A/plan.7.json" "$SLURM_PLAN_DIR/$A/plan.9.json" &&
+	cmp "$SLURM_PLAN_DIR/$A/cluster.7.json" "$SLURM_PLAN_DIR/$A/cluster.9.json" &&
+	! cmp "$SLURM_PLAN_DIR/$A/cluster.8.json" "$SLURM_PLAN_DIR/$A/cluster.9.json" &&
 	(cd state && md5sum -c ../before-abort.md5) &&
 	test -z "$(ls -A state | grep -v "^rank-")" &&
 	rm seglen.$A &&

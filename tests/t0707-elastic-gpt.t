@@ -56,14 +56,21 @@ two_ranks() {
 
 test_expect_success PLANNERD 'setup: plannerd, the example script with arachne-gpt' '
 	# GPUs of 1 TFLOPS: gpt-tiny is then worth every GPU of the job.
+	# Their profiles are named apart from the GRES types (as a site maps
+	# its h100_80g to h100), so the trainer must place on the composition
+	# as plannerd planned it, not on the nodes as Slurm names their GPUs.
 	cp -R "$top_srcdir/profiles" profiles &&
 	chmod -R u+w profiles &&
 	for g in h100 a6000; do
-		sed -i "s/^peak_tflops = [0-9.]*/peak_tflops = 1/" profiles/gpus/$g.ini &&
+		sed -e "s/^name = $g\$/name = tiny-$g/" \
+			-e "s/^peak_tflops = [0-9.]*/peak_tflops = 1/" \
+			profiles/gpus/$g.ini >profiles/gpus/tiny-$g.ini &&
 		"$top_builddir/costmodel/arachne-profile" synth -q --model gpt-tiny \
-			--gpu $g --profiles profiles || return 1
+			--gpu tiny-$g --profiles profiles || return 1
 	done &&
 	AR_PROFILES=$PWD/profiles && export AR_PROFILES &&
+	SLURM_GRES_MAP="{ gres = \"h100\"; gpu = \"tiny-h100\"; },
+		{ gres = \"a6000\"; gpu = \"tiny-a6000\"; }" &&
 	slurm_plannerd_start &&
 	mkdir bin &&
 	ln -s "$GPT_BIN" "$top_builddir/migrate/arachne-migrate" bin/ &&

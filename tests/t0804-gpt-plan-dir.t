@@ -2,9 +2,10 @@
 test_description='arachne-gpt follows an elastic job'\''s plan directory
 
 With --plan-dir, arachne-gpt trains the generation the job'\''s state is in
-(state.json, plan.G.json), resumes from its --checkpoint, and at a change
-pending from that generation (found before its first step or after any
-step) moves its live state in-process, writes the checkpoint of the new
+(state.json, plan.G.json, and cluster.G.json: the composition as plannerd
+planned it, its GRES types mapped), resumes from its --checkpoint, and at a
+change pending from that generation (found before its first step or after
+any step) moves its live state in-process, writes the checkpoint of the new
 generation and stops for the scripts to commit.  A shrink from 4 ranks to 2
 between segments, then a change of plan on 2 ranks while one trains, must
 print the losses of the uninterrupted one-process run to 1e-5 relative.  A
@@ -164,6 +165,22 @@ test_expect_success 'the old launch trains on alone; every step has the one-proc
 		--checkpoint ck >j4.out 2>j4.err &&
 	cat seg1.out seg2.out seg3.out seg4.out j1.out j3.out j4.out >all40.out &&
 	"$GPT_CHECK" losses all40.out ref40.out
+'
+
+test_expect_success 'the trainer places on the composition as planned, not on the GRES types' '
+	mkdir jg &&
+	cp jd/plan.2.json jg/plan.1.json &&
+	sed "s/a100-40/a100_40g/" c2.json >gres2.json &&
+	printf "{\"generation\": 1, \"composition\": %s, \"pending\": null}\n" \
+		"$(cat gres2.json)" >jg/state.json &&
+	test_must_fail gpt_mpi 2 --model gpt-tiny --steps 3 --seed 9 -q \
+		--plan-dir jg --checkpoint ckg 2>gres.err &&
+	grep "unknown GPU \"a100_40g\"" gres.err &&
+	cp c2.json jg/cluster.1.json &&
+	gpt_mpi 2 --model gpt-tiny --steps 3 --seed 9 -q --plan-dir jg \
+		--checkpoint ckg >mapped.out &&
+	head -n 3 ref.out >ref3.out &&
+	"$GPT_CHECK" losses mapped.out ref3.out
 '
 
 test_expect_success 'a launch with the training done ends without waiting for the others' '

@@ -1,12 +1,14 @@
 /*
  * test/jobdir.c - an elastic job's plan directory: generations written
- * whole and in order, a stale migration of an abandoned attempt removed,
+ * whole and in order with the composition each plan was made for, a stale
+ * migration or composition of an abandoned attempt removed,
  * compositions without the nodes that leave, and the replan request that
  * carries the plan the state is in (the pending change's "from" while one
  * is pending).
  */
 #include "config.h"
 
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -47,7 +49,8 @@ static void test_generations(void **unused)
 				  "generation", 0, "uid", 0), *loaded = NULL;
 	json_t *p1 = json_pack("{s:i}", "plan", 1), *p2 = json_pack("{s:i}", "plan", 2);
 	json_t *mig = json_pack("{s:i}", "arachne_migration", 1), *got;
-	char path[128];
+	json_t *planned = comp3();
+	char path[128], other[128];
 	unsigned g = 0;
 	int lock;
 
@@ -57,10 +60,17 @@ static void test_generations(void **unused)
 	assert_int_equal(ar_jobdir_lock(dir, 0.05), -AR_ETIMEOUT);
 	assert_int_equal(ar_jobdir_load(dir, &loaded), 0);
 	assert_null(loaded);
-	assert_int_equal(ar_jobdir_store(dir, state, p1, NULL, &g), 0);
+	assert_int_equal(ar_jobdir_store(dir, state, p1, NULL, NULL, &g), 0);
 	assert_int_equal(g, 1);
-	assert_int_equal(ar_jobdir_store(dir, state, p2, mig, &g), 0);
+	assert_int_equal(ar_jobdir_store(dir, state, p2, planned, mig, &g), 0);
 	assert_int_equal(g, 2);
+	/* Plan 2's composition as plannerd saw it; plan 1 came without. */
+	got = ar_jobdir_cluster(dir, 2);
+	assert_true(json_equal(got, planned));
+	json_decref(got);
+	errno = 0;
+	assert_null(ar_jobdir_cluster(dir, 1));
+	assert_int_equal(errno, ENOENT);
 	assert_int_equal(ar_jobdir_load(dir, &loaded), 0);
 	assert_int_equal(json_integer_value(json_object_get(loaded, "generation")), 2);
 	got = ar_jobdir_plan(dir, 1);
@@ -71,9 +81,12 @@ static void test_generations(void **unused)
 	/* An abandoned attempt at 3 left a migration: the real 3 has none. */
 	ar_jobdir_file(path, sizeof(path), dir, "migration", 3);
 	assert_int_equal(ar_file_write_atomic(path, "{}", 2, 0644), 0);
-	assert_int_equal(ar_jobdir_store(dir, state, p1, NULL, &g), 0);
+	ar_jobdir_file(other, sizeof(other), dir, "cluster", 3);
+	assert_int_equal(ar_file_write_atomic(other, "{}", 2, 0644), 0);
+	assert_int_equal(ar_jobdir_store(dir, state, p1, NULL, NULL, &g), 0);
 	assert_int_equal(g, 3);
 	assert_int_equal(access(path, F_OK), -1);
+	assert_int_equal(access(other, F_OK), -1);
 	ar_jobdir_unlock(lock);
 	lock = ar_jobdir_lock(dir, 0.05);
 	assert_true(lock >= 0);
@@ -83,6 +96,7 @@ static void test_generations(void **unused)
 	json_decref(p1);
 	json_decref(p2);
 	json_decref(mig);
+	json_decref(planned);
 }
 
 static void test_composition_without(void **unused)
@@ -115,7 +129,7 @@ static void test_replan_request(void **unused)
 	state = json_pack("{s:i, s:i, s:O, s:{s:s}, s:s}", "job_id", 7,
 			  "generation", 0, "composition", c,
 			  "model", "name", "toy", "user", "alice");
-	assert_int_equal(ar_jobdir_store(dir, state, p1, NULL, &g), 0);
+	assert_int_equal(ar_jobdir_store(dir, state, p1, NULL, NULL, &g), 0);
 	small = json_loads("{\"nodes\":[]}", 0, NULL);
 	req = ar_jobdir_replan_request(dir, state, small);
 	assert_non_null(req);
@@ -129,7 +143,7 @@ static void test_replan_request(void **unused)
 	 * Generation 2 pending from 1: the state is still in plan 1's
 	 * layout, on the composition before the change.
 	 */
-	assert_int_equal(ar_jobdir_store(dir, state, p2, NULL, &g), 0);
+	assert_int_equal(ar_jobdir_store(dir, state, p2, NULL, NULL, &g), 0);
 	json_object_set_new(state, "composition", json_incref(small));
 	json_object_set_new(state, "pending", json_pack("{s:i, s:{s:O}}",
 		"from", 1, "previous", "composition", c));

@@ -1,7 +1,8 @@
 /*
  * plandir.c - an elastic job's plan directory as the trainer reads it
  * (docs/elastic.md): which generation its state is in, that generation's
- * composition (the cluster), and a change that waits for the trainer.
+ * composition (the cluster, as plannerd planned it), and a change that
+ * waits for the trainer.
  *
  * Rank 0 reads DIR/state.json and every rank gets its answer by broadcast,
  * so all ranks act on the same version of a file that changes under them.
@@ -46,6 +47,25 @@ static unsigned plandir_uint(const json_t *obj, const char *key)
 	return v > 0 && v < 1L << 30 ? (unsigned)v : 0;
 }
 
+/*
+ * Rank 0: the composition generation @g's plan was made for, as plannerd
+ * saw it (cluster.G.json: GRES types mapped to the GPU profiles the plan
+ * names); @gres_named (state.json's, of GRES types) in a directory written
+ * without it.  A new reference.
+ */
+static json_t *plandir_planned(const char *dir, unsigned g,
+			       const json_t *gres_named, struct plandir_answer *a)
+{
+	json_t *planned;
+
+	errno = 0;
+	planned = ar_jobdir_cluster(dir, g);
+	if (planned || errno == ENOENT)
+		return planned ? planned : json_incref((json_t *)gres_named);
+	a->rc = ar_seterr(-AR_EINVAL, "%s", ar_errmsg());
+	return NULL;
+}
+
 /* Rank 0: read state.json into @a; the composition of @a->gen's state,
  * and in *@pendingp the pending one when the state is not in it yet. */
 static json_t *plandir_read(const char *dir, unsigned mark, unsigned cur,
@@ -84,10 +104,17 @@ static json_t *plandir_read(const char *dir, unsigned mark, unsigned cur,
 	if (!gen || !json_is_object(comp)) {
 		a->rc = ar_seterr(-AR_EINVAL, "%s: no generation and composition in force",
 				  path);
-		comp = NULL;
+		json_decref(st);
+		return NULL;
 	}
 	a->gen = gen;
-	comp = json_incref((json_t *)comp);
+	comp = plandir_planned(dir, gen, comp, a);
+	if (*pendingp && a->rc == 0) {
+		json_t *planned = plandir_planned(dir, a->pending, *pendingp, a);
+
+		json_decref(*pendingp);
+		*pendingp = planned;
+	}
 	json_decref(st);
 	return (json_t *)comp;
 }

@@ -95,9 +95,12 @@ slurm_teardown() {
 }
 
 # slurm_plannerd_start: the real plannerd on $SLURM_PLANNERD_SOCK, with
-# the site map of slurm-cluster.sh's GRES types; waits (bounded) until its
-# socket is there.
+# the site map of slurm-cluster.sh's GRES types (or $SLURM_GRES_MAP, the
+# entries of a gres_map list); waits (bounded) until its socket is there.
 slurm_plannerd_start() {
+	gres_map='{ gres = "a100"; gpu = "a100-40"; },
+	  { gres = "h100"; gpu = "h100"; },
+	  { gres = "a6000"; gpu = "a6000"; }'
 	cat >"$SLURM_DIR/plannerd.conf" <<-CONF
 	socket_path = "$SLURM_PLANNERD_SOCK";
 	state_dir = "$SLURM_DIR/plannerd-state";
@@ -108,11 +111,7 @@ slurm_plannerd_start() {
 	# Any gain is worth a move here, so a changed allocation always
 	# gets a new plan rather than the old one kept.
 	replan_horizon_s = 1.0e7;
-	gres_map = (
-	  { gres = "a100"; gpu = "a100-40"; },
-	  { gres = "h100"; gpu = "h100"; },
-	  { gres = "a6000"; gpu = "a6000"; }
-	);
+	gres_map = ( ${SLURM_GRES_MAP:-$gres_map} );
 	CONF
 	mkdir -p "$SLURM_DIR/plannerd-state"
 	"$top_builddir/plannerd/plannerd" -F -f "$SLURM_DIR/plannerd.conf" \
