@@ -189,6 +189,9 @@ test_expect_success PLANNERD 'A trains to the end on node1; every step has the u
 	ar_wait_until 3000 "job $A to end" slurm_job_gone $A &&
 	test "$(slurm_job_state $A)" = COMPLETED &&
 	cat A.log &&
+	# It ends with the last step, not with segments that have nothing to train.
+	grep "trained to step $STEPS: the job ends" A.log &&
+	! grep "nothing left to train" A.log &&
 	mbs=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[\"micro_batch\"])" plan1.json) &&
 	"$GPT_BIN" --model gpt-tiny --steps $STEPS --seed 9 --micro-batch $mbs \
 		-q >ref.out &&
