@@ -901,7 +901,11 @@ static int elastic_abort(const struct ctl *ctl, long long job)
 		"reason", reason, "time", (json_int_t)time(NULL)));
 	/* Plan F again, on F's composition (none in a directory written
 	 * before plannerd answered with it). */
+	errno = 0;
 	cluster = ar_jobdir_cluster(e.dir, from);
+	if (!cluster && errno != ENOENT)
+		fprintf(stderr, "arachnectl: job %lld: warning: %s: the trainer places plan %u on state.json's composition\n",
+			t, ar_errmsg(), from);
 	rc = ar_jobdir_store(e.dir, e.state, plan, cluster, NULL, &ng);
 	if (rc < 0) {
 		fprintf(stderr, "arachnectl: job %lld: cannot write the next generation: %s\n",
