@@ -460,8 +460,24 @@ int costmodel_pool_take(const struct costmodel_cluster *cl,
 			struct costmodel_pool *pool, int gpu, int t,
 			struct costmodel_group *g);
 
+/*
+ * The order a template's replicas are placed in.  By stage (the
+ * default): stage 0 of every replica, then stage 1, as Megatron-LM ranks
+ * them, so a stage's data-parallel group shares nodes and the gradient
+ * sync stays inside them.  By replica: each replica's stages side by side,
+ * so its point-to-point traffic stays inside them.  Neither wins
+ * everywhere (docs/costmodel.md): the default places by stage, prices the
+ * same plan placed by replica and keeps that one when it is faster.
+ */
+enum costmodel_placement {
+	COSTMODEL_PLACE_BEST,		/* by stage, by replica if faster */
+	COSTMODEL_PLACE_BY_STAGE,
+	COSTMODEL_PLACE_BY_REPLICA,
+};
+
 /* Options of the fill; zeroed means the defaults. */
 struct costmodel_fill_opts {
+	enum costmodel_placement placement;
 	int max_replicas;		/* > 0 caps the replica count */
 	int fixed_micro_batch;		/* > 0: price only this size */
 	bool uniform_layers;		/* the layer list dealt evenly, the remainder
@@ -486,7 +502,7 @@ struct costmodel_fill_opts {
  *
  * Packs each stage's TP group into a node of its GPU type (exact-size
  * nodes first, a group never crosses a node), takes the largest replica
- * count the packing admits, splits the layers by profiled speed within
+ * count the packing admits, places them in @opts->placement's order, splits the layers by profiled speed within
  * each stage's memory, tiles every MoE stage over the EP x ETP x EDP
  * factorizations that fit, and selects the micro-batch size that makes
  * the whole plan fastest.  On success @plan holds the new template, the

@@ -313,30 +313,46 @@ int costmodel_pool_take(const struct costmodel_cluster *cl,
 static int place_template(const struct costmodel_cluster *cl,
 			  struct costmodel_pool *pool,
 			  const struct costmodel_shape *shape,
+			  enum costmodel_placement placement,
 			  struct costmodel_template *t)
 {
 	int order[COSTMODEL_MAX_DEPTH], rc;
+	bool by_stage = placement != COSTMODEL_PLACE_BY_REPLICA;
 
 	shape_order(shape, order);
-	/* By descending TP, then replica, then stage: a replica's stages of
-	 * one size land next to each other, so their p2p stays in a node. */
+	/* By descending TP, so the large groups find their nodes before the
+	 * small ones fragment them; within one size, in @placement's order. */
 	for (int i = 0; i < shape->depth;) {
-		int tp = shape->tp[order[i]], j = i;
+		int tp = shape->tp[order[i]], j = i, n;
 
 		while (j < shape->depth && shape->tp[order[j]] == tp)
 			j++;
-		for (int r = 0; r < t->replicas; r++)
-			for (int k = i; k < j; k++) {
-				int s = order[k];
+		n = j - i;
+		for (int x = 0; x < n * t->replicas; x++) {
+			int r = by_stage ? x % t->replicas : x / n;
+			int s = order[i + (by_stage ? x / t->replicas : x % n)];
 
-				rc = costmodel_pool_take(cl, pool, shape->gpu[s], tp,
-					       &t->placement[r * t->nstages + s]);
-				if (rc < 0)
-					return rc;
-			}
+			rc = costmodel_pool_take(cl, pool, shape->gpu[s], tp,
+						 &t->placement[r * t->nstages + s]);
+			if (rc < 0)
+				return rc;
+		}
 		i = j;
 	}
 	return 0;
+}
+
+/* Whether the two placement orders of @shape's @replicas differ at all. */
+static bool placement_orders_differ(const struct costmodel_shape *shape,
+				    int replicas)
+{
+	if (replicas < 2)
+		return false;
+	for (int s = 0; s < shape->depth; s++)
+		for (int u = s + 1; u < shape->depth; u++)
+			if (shape->tp[s] == shape->tp[u])
+				return true;
+	return false;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1051,6 +1067,57 @@ out:
 	return rc;
 }
 
+/*
+ * @trial's last template is placed by stage and filled; @pool is the pool
+ * before it was placed, @newpool after.  Price the same split placed by
+ * replica, and only where that alone is faster, fill it afresh: one
+ * pricing where the stage order holds, a second fill where it may not.
+ * The faster plan ends in @trial and its pool in @newpool.
+ */
+static int try_by_replica(const struct costmodel *cm,
+			  const struct costmodel_cluster *cl,
+			  const struct costmodel_pool *pool,
+			  const struct costmodel_shape *shape,
+			  const struct costmodel_fill_opts *opts,
+			  struct costmodel_plan *trial,
+			  struct costmodel_pool *newpool)
+{
+	struct costmodel_plan *alt = costmodel_plan_clone(trial);
+	struct costmodel_pool altpool = { 0 };
+	struct costmodel_template *t;
+	int rc;
+
+	if (!alt || costmodel_pool_copy(&altpool, pool) < 0) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	t = &alt->templates[alt->ntemplates - 1];
+	rc = place_template(cl, &altpool, shape, COSTMODEL_PLACE_BY_REPLICA, t);
+	if (rc < 0) {
+		rc = ar_seterr(rc, "the placement by replica disagrees with the packing count");
+		goto out;
+	}
+	for (int j = 0; j < alt->ntemplates; j++)
+		alt->templates[j].micro_batches = 0;
+	/* The split fits either way: memory does not depend on the nodes. */
+	if (costmodel_plan_price(cm, cl, alt) < 0 ||
+	    alt->predicted.samples_per_s <= trial->predicted.samples_per_s) {
+		rc = 0;
+		goto out;
+	}
+	rc = plan_fill_best(cm, cl, alt, opts);
+	if (rc == 0 && alt->predicted.samples_per_s > trial->predicted.samples_per_s) {
+		if ((rc = costmodel_plan_copy(trial, alt)) == 0)
+			rc = costmodel_pool_copy(newpool, &altpool);
+	} else if (rc != -ENOMEM) {
+		rc = 0;		/* the plan placed by stage stands */
+	}
+out:
+	costmodel_plan_free(alt);
+	costmodel_pool_fini(&altpool);
+	return rc;
+}
+
 int costmodel_fill_add(const struct costmodel *cm,
 		       const struct costmodel_cluster *cl,
 		       struct costmodel_pool *pool,
@@ -1112,7 +1179,7 @@ int costmodel_fill_add(const struct costmodel *cm,
 	}
 	if ((rc = cm_template_alloc_placement(t)) < 0)
 		goto out;
-	if ((rc = place_template(cl, &newpool, shape, t)) < 0) {
+	if ((rc = place_template(cl, &newpool, shape, opts->placement, t)) < 0) {
 		ar_seterr(rc, "the placement disagrees with the packing count");
 		goto out;
 	}
@@ -1125,6 +1192,9 @@ int costmodel_fill_add(const struct costmodel *cm,
 		rc = 0;
 	} else {
 		rc = plan_fill_best(cm, cl, trial, opts);
+		if (rc == 0 && opts->placement == COSTMODEL_PLACE_BEST &&
+		    placement_orders_differ(shape, r))
+			rc = try_by_replica(cm, cl, pool, shape, opts, trial, &newpool);
 	}
 	if (rc < 0)
 		goto out;
