@@ -502,11 +502,12 @@ struct costmodel_fill_opts {
  *
  * Packs each stage's TP group into a node of its GPU type (exact-size
  * nodes first, a group never crosses a node), takes the largest replica
- * count the packing admits, places them in @opts->placement's order, splits the layers by profiled speed within
- * each stage's memory, tiles every MoE stage over the EP x ETP x EDP
- * factorizations that fit, and selects the micro-batch size that makes
- * the whole plan fastest.  On success @plan holds the new template, the
- * chosen micro-batch and the prediction, and @pool has the GPUs taken.
+ * count the packing admits, places them in @opts->placement's order,
+ * splits the layers by profiled speed within each stage's memory, tiles
+ * every MoE stage over the EP x ETP x EDP factorizations that fit, and
+ * selects the micro-batch size that makes the whole plan fastest.  On
+ * success @plan holds the new template, the chosen micro-batch and the
+ * prediction, and @pool has the GPUs taken.
  * On failure @plan and @pool are unchanged and the reason is in
  * ar_errmsg() (-AR_EINFEASIBLE for "does not fit", -AR_ENOPROFILE).
  */
