@@ -342,7 +342,10 @@ static int place_template(const struct costmodel_cluster *cl,
 	return 0;
 }
 
-/* Whether the two placement orders of @shape's @replicas differ at all. */
+/*
+ * Whether the two placement orders of @shape's @replicas differ at all:
+ * only where two stages take groups of one size from one GPU type's nodes.
+ */
 static bool placement_orders_differ(const struct costmodel_shape *shape,
 				    int replicas)
 {
@@ -350,7 +353,8 @@ static bool placement_orders_differ(const struct costmodel_shape *shape,
 		return false;
 	for (int s = 0; s < shape->depth; s++)
 		for (int u = s + 1; u < shape->depth; u++)
-			if (shape->tp[s] == shape->tp[u])
+			if (shape->tp[s] == shape->tp[u] &&
+			    shape->gpu[s] == shape->gpu[u])
 				return true;
 	return false;
 }
