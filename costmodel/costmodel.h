@@ -467,7 +467,8 @@ int costmodel_pool_take(const struct costmodel_cluster *cl,
  * sync stays inside them.  By replica: each replica's stages side by side,
  * so its point-to-point traffic stays inside them.  Neither wins
  * everywhere (docs/costmodel.md): the default places by stage, prices the
- * same plan placed by replica and keeps that one when it is faster.
+ * same split placed by replica and, only where that is faster, fills the
+ * template placed so and keeps the faster of the two.
  */
 enum costmodel_placement {
 	COSTMODEL_PLACE_BEST,		/* by stage, by replica if faster */
