@@ -362,6 +362,14 @@ static bool placement_orders_differ(const struct costmodel_shape *shape,
 /* ------------------------------------------------------------------ */
 /* Layer split and expert tiling                                       */
 
+/* One MoE block's costs under one expert layout, for the split. */
+struct moe_rates {
+	double time, fwd, mem, sync, gather, step, params;
+	int tiling;			/* its index among the stage's tilings */
+};
+
+#define MAX_STAGE_LAYOUTS 8
+
 /* What one stage costs per layer of each type, for the split. */
 struct stage_rates {
 	double fixed_s, fixed_fwd_s;	/* p2p per micro-batch, its forward half */
@@ -373,6 +381,17 @@ struct stage_rates {
 	double step[COSTMODEL_NUM_LAYER_TYPES];	/* optimizer step */
 	double params[COSTMODEL_NUM_LAYER_TYPES]; /* dense parameters per GPU */
 	double cap;			/* bytes left after the overhead */
+	/*
+	 * MoE stages: the expert layouts the stage may end with, those no
+	 * other layout beats in time, sync, step and memory at once,
+	 * cheapest over an iteration first.  Which one a stage gets depends
+	 * on how many blocks it holds and on the other stages: the split's
+	 * estimate chooses it (split_estimate()).  The per-layer rates above
+	 * hold the cheapest layout's time and sync and the leanest's memory,
+	 * an optimistic stage that split_refine() corrects.
+	 */
+	struct moe_rates moe[MAX_STAGE_LAYOUTS];
+	int nmoe;
 };
 
 /* What the split estimates an iteration with. */
@@ -384,6 +403,7 @@ struct split_ctx {
 	bool dist;			/* distributed optimizer */
 	bool overlap_grad_reduce, overlap_param_gather;
 	double bucket;			/* parameters per gradient bucket */
+	bool refine;			/* split_refine() the split */
 };
 
 /*
@@ -638,42 +658,120 @@ struct split_cost {
 					   overlap does not hide, the step */
 };
 
-static struct split_cost split_estimate(const struct costmodel *cm,
-					const struct stage_rates *sr, int d,
-					const int *last, const struct split_ctx *ctx)
+/* One stage of a split: the totals of its layers but its MoE blocks. */
+struct stage_load {
+	double t, f, y, g, step, params, mem;
+	int nmoe;			/* MoE blocks, priced by the layout */
+};
+
+static void split_loads(const struct costmodel *cm, const struct stage_rates *sr,
+			int d, const int *last, struct stage_load *ld)
+{
+	for (int s = 0, a = 0; s < d; s++) {
+		struct stage_load *x = &ld[s];
+
+		*x = (struct stage_load){ .t = sr[s].fixed_s, .f = sr[s].fixed_fwd_s };
+		for (int l = a; l <= last[s]; l++) {
+			enum costmodel_layer_type type = cm_layer_type(cm, l);
+
+			if (type == COSTMODEL_LAYER_ATTN && sr[s].nmoe) {
+				x->nmoe++;
+				continue;
+			}
+			x->t += sr[s].time[type];
+			x->f += sr[s].fwd[type];
+			x->y += sr[s].sync[type];
+			x->g += sr[s].gather[type];
+			x->step += sr[s].step[type];
+			x->params += sr[s].params[type];
+			x->mem += sr[s].mem[type];
+		}
+		a = last[s] + 1;
+	}
+}
+
+/* Add (@sign 1) or take (-1) one layer of @type to or from stage @ld. */
+static void load_move(struct stage_load *ld, const struct stage_rates *sr,
+		      enum costmodel_layer_type type, int sign)
+{
+	if (type == COSTMODEL_LAYER_ATTN && sr->nmoe) {
+		ld->nmoe += sign;
+		return;
+	}
+	ld->t += sign * sr->time[type];
+	ld->f += sign * sr->fwd[type];
+	ld->y += sign * sr->sync[type];
+	ld->g += sign * sr->gather[type];
+	ld->step += sign * sr->step[type];
+	ld->params += sign * sr->params[type];
+	ld->mem += sign * sr->mem[type];
+}
+
+/* Whether layout @i of stage @sr holds the stage's blocks in memory. */
+static bool layout_fits(const struct stage_rates *sr, const struct stage_load *ld,
+			int i)
+{
+	return ld->mem + ld->nmoe * sr->moe[i].mem <= sr->cap;
+}
+
+/* Whether the stage fits in memory at all: in its leanest layout. */
+static bool load_fits(const struct stage_rates *sr, const struct stage_load *ld)
+{
+	return sr->nmoe ? layout_fits(sr, ld, sr->nmoe - 1) : ld->mem <= sr->cap;
+}
+
+/* The cheapest layout that holds the stage's blocks, else the leanest. */
+static int cheapest_layout(const struct stage_rates *sr, const struct stage_load *ld)
+{
+	for (int i = 0; i < sr->nmoe - 1; i++)
+		if (layout_fits(sr, ld, i))
+			return i;
+	return sr->nmoe - 1;
+}
+
+/* fmax() without the call: the estimate runs for every move of the split. */
+static inline double max2(double a, double b)
+{
+	return a > b ? a : b;
+}
+
+/* The iteration of the split in @ld with stage s's MoE blocks in layout[s]. */
+static struct split_cost loads_estimate(const struct stage_rates *sr, int d,
+					const struct stage_load *ld,
+					const int *layout,
+					const struct split_ctx *ctx)
 {
 	double tmax = 0, tsum = 0, ymax = 0, exposed = 0, step_max = 0;
 	double bwd_before = 0, fwd_before = 0;
 
-	for (int s = 0, a = 0; s < d; s++) {
-		double t = sr[s].fixed_s, f = sr[s].fixed_fwd_s, y = 0, g = 0;
-		double step = 0, params = 0, keep;
+	for (int s = 0; s < d; s++) {
+		double t = ld[s].t, f = ld[s].f, y = ld[s].y, g = ld[s].g;
+		double step = ld[s].step, params = ld[s].params, keep;
 
-		for (int l = a; l <= last[s]; l++) {
-			enum costmodel_layer_type type = cm_layer_type(cm, l);
+		if (ld[s].nmoe) {
+			const struct moe_rates *r = &sr[s].moe[layout[s]];
 
-			t += sr[s].time[type];
-			f += sr[s].fwd[type];
-			y += sr[s].sync[type];
-			g += sr[s].gather[type];
-			step += sr[s].step[type];
-			params += sr[s].params[type];
+			t += ld[s].nmoe * r->time;
+			f += ld[s].nmoe * r->fwd;
+			y += ld[s].nmoe * r->sync;
+			g += ld[s].nmoe * r->gather;
+			step += ld[s].nmoe * r->step;
+			params += ld[s].nmoe * r->params;
 		}
-		ymax = fmax(ymax, y);
+		ymax = max2(ymax, y);
 		/* (1 - 1/buckets) of the stage's own last pass hides them,
 		 * and the passes of the stages before it */
-		keep = 1 - 1 / fmax(1, ceil(params / ctx->bucket));
+		keep = 1 - 1 / max2(1, ceil(params / ctx->bucket));
 		if (ctx->overlap_grad_reduce)
-			y = fmax(0, y - keep * (t - f) - bwd_before);
+			y = max2(0, y - keep * (t - f) - bwd_before);
 		if (ctx->overlap_param_gather)
-			g = fmax(0, g - keep * f - fwd_before);
+			g = max2(0, g - keep * f - fwd_before);
 		bwd_before += t - f;
 		fwd_before += f;
-		tmax = fmax(tmax, t);
+		tmax = max2(tmax, t);
 		tsum += t;
-		exposed = fmax(exposed, y);
-		step_max = fmax(step_max, step + g);
-		a = last[s] + 1;
+		exposed = max2(exposed, y);
+		step_max = max2(step_max, step + g);
 	}
 	return (struct split_cost){
 		.slowest = tmax,
@@ -681,6 +779,51 @@ static struct split_cost split_estimate(const struct costmodel *cm,
 		.exposed = exposed,
 		.iter = (ctx->micro_batches - 1) * tmax + tsum + exposed + step_max,
 	};
+}
+
+/*
+ * The split @last's iteration as the pricing sees it, with each MoE
+ * stage's expert layout chosen: first the cheapest that fits, then, stage
+ * by stage, whichever fitting layout the estimate finds fastest given the
+ * others (a layout's sync weighs what the overlap leaves of it, which no
+ * per-layer cost knows).  The layouts go to @layout when it is not NULL:
+ * the cheapest for a stage of no MoE blocks, -1 where none fits.
+ */
+static struct split_cost split_estimate(const struct costmodel *cm,
+					const struct stage_rates *sr, int d,
+					const int *last, const struct split_ctx *ctx,
+					int *layout)
+{
+	struct stage_load ld[COSTMODEL_MAX_DEPTH];
+	int choice[COSTMODEL_MAX_DEPTH] = { 0 };
+	struct split_cost best;
+
+	split_loads(cm, sr, d, last, ld);
+	for (int s = 0; s < d; s++)
+		choice[s] = ld[s].nmoe ? cheapest_layout(&sr[s], &ld[s]) : -1;
+	best = loads_estimate(sr, d, ld, choice, ctx);
+	for (int s = 0; layout && s < d; s++) {
+		int kept = choice[s];
+
+		for (int i = kept + 1; ld[s].nmoe && i < sr[s].nmoe; i++) {
+			struct split_cost c;
+
+			if (!layout_fits(&sr[s], &ld[s], i))
+				continue;
+			choice[s] = i;
+			c = loads_estimate(sr, d, ld, choice, ctx);
+			if (c.iter < best.iter) {
+				best = c;
+				kept = i;
+			}
+		}
+		choice[s] = kept;
+	}
+	if (layout)
+		for (int s = 0; s < d; s++)
+			layout[s] = !ld[s].nmoe ? 0 :
+				    layout_fits(&sr[s], &ld[s], choice[s]) ? choice[s] : -1;
+	return best;
 }
 
 #define SYNC_SHARE	0.01	/* sync this share of the iteration matters */
@@ -699,7 +842,7 @@ static void split_balance_sync(const struct costmodel *cm,
 			       const struct stage_rates *sr, int d, double hi,
 			       const struct split_ctx *ctx, int *last)
 {
-	struct split_cost first = split_estimate(cm, sr, d, last, ctx);
+	struct split_cost first = split_estimate(cm, sr, d, last, ctx, NULL);
 	double best = first.iter;
 	/*
 	 * The least stage time only grows as the sync limit tightens, so
@@ -727,7 +870,7 @@ static void split_balance_sync(const struct costmodel *cm,
 				break;	/* tighter limits fit no better */
 		}
 		split_bisect(cm, sr, d, lim.S, SWEEP_PRECISION, &lo, &lim.T, trial);
-		iter = split_estimate(cm, sr, d, trial, ctx).iter;
+		iter = split_estimate(cm, sr, d, trial, ctx, NULL).iter;
 		if (iter < best) {
 			best = iter;
 			memcpy(last, trial, d * sizeof(*last));
@@ -742,8 +885,124 @@ static void split_balance_sync(const struct costmodel *cm,
 	if (best_S > 0) {
 		/* the chosen limit's split to the full precision */
 		split_bisect(cm, sr, d, best_S, SPLIT_PRECISION, &best_lo, &best_hi, trial);
-		if (split_estimate(cm, sr, d, trial, ctx).iter <= best)
+		if (split_estimate(cm, sr, d, trial, ctx, NULL).iter <= best)
 			memcpy(last, trial, d * sizeof(*last));
+	}
+}
+
+#define REFINE_ROUNDS	64	/* a bound; a round that moves nothing ends it */
+
+/*
+ * Shift the boundaries after stages @s to @e of the split @last by @step
+ * (-1: each of those stages hands its last layer on, stage @e + 1 gains
+ * one; +1: the reverse), updating @ld and @choice.  False, with nothing
+ * changed, where a stage would be left without its block or a stage
+ * would not fit in memory.
+ */
+static bool split_shift(const struct costmodel *cm, const struct stage_rates *sr,
+			int d, int s, int e, int step, int *last,
+			struct stage_load *ld, int *choice)
+{
+	int L = cm->nlayers, first = s ? last[s - 1] + 1 : 1;
+	struct stage_load was[COSTMODEL_MAX_DEPTH];
+
+	/* stage s keeps a block (stage 0 the embedding and one), stage
+	 * e + 1 one; the last stage keeps its head and a block */
+	if (last[s] + step < first || last[e] + step >= last[e + 1] ||
+	    (e + 1 == d - 1 && last[e] + step > L - 3))
+		return false;
+	memcpy(&was[s], &ld[s], (e - s + 2) * sizeof(*ld));
+	for (int u = s; u <= e; u++) {
+		int l = step < 0 ? last[u] : last[u] + 1;
+		int from = step < 0 ? u : u + 1, to = step < 0 ? u + 1 : u;
+		enum costmodel_layer_type type = cm_layer_type(cm, l);
+
+		load_move(&ld[from], &sr[from], type, -1);
+		load_move(&ld[to], &sr[to], type, 1);
+	}
+	for (int u = s; u <= e + 1; u++) {
+		if (!load_fits(&sr[u], &ld[u])) {
+			memcpy(&ld[s], &was[s], (e - s + 2) * sizeof(*ld));
+			return false;
+		}
+	}
+	for (int u = s; u <= e; u++)
+		last[u] += step;
+	for (int u = s; u <= e + 1; u++)
+		choice[u] = ld[u].nmoe ? cheapest_layout(&sr[u], &ld[u]) : -1;
+	return true;
+}
+
+/* The stage of the longest time per micro-batch. */
+static int slowest_stage(const struct stage_rates *sr, int d,
+			 const struct stage_load *ld, const int *choice)
+{
+	double tmax = -1;
+	int k = 0;
+
+	for (int s = 0; s < d; s++) {
+		double t = ld[s].t + (ld[s].nmoe ? ld[s].nmoe * sr[s].moe[choice[s]].time : 0);
+
+		if (t > tmax) {
+			tmax = t;
+			k = s;
+		}
+	}
+	return k;
+}
+
+/*
+ * The searches above choose by the slowest stage and by the sync; the
+ * iteration also counts every stage once (the 1F1B fill and drain) and
+ * the layouts' sync under the overlap, and a stage whose blocks need a
+ * slower layout to fit is slower than the split assumed.  Shift one run
+ * of boundaries by one layer at a time (a layer handed down a row of
+ * stages) wherever the estimate says the iteration gets shorter.
+ */
+static void split_refine(const struct costmodel *cm, const struct stage_rates *sr,
+			 int d, const struct split_ctx *ctx, int *last)
+{
+	struct stage_load ld[COSTMODEL_MAX_DEPTH], was[COSTMODEL_MAX_DEPTH];
+	int choice[COSTMODEL_MAX_DEPTH] = { 0 }, was_choice[COSTMODEL_MAX_DEPTH];
+	double best;
+
+	split_loads(cm, sr, d, last, ld);
+	for (int s = 0; s < d; s++)
+		choice[s] = ld[s].nmoe ? cheapest_layout(&sr[s], &ld[s]) : -1;
+	best = loads_estimate(sr, d, ld, choice, ctx).iter;
+	for (int round = 0; round < REFINE_ROUNDS; round++) {
+		bool moved = false;
+		int k = slowest_stage(sr, d, ld, choice);
+
+		for (int s = 0; s < d - 1; s++) {
+			for (int e = s; e < d - 1; e++) {
+				for (int step = -1; step <= 1; step += 2) {
+					double iter;
+
+					/* Runs longer than one boundary only out
+					 * of the slowest stage: down from it, or
+					 * up from it. */
+					if (step < 0 ? s != k : e + 1 != k)
+						continue;
+					memcpy(was, ld, d * sizeof(*ld));
+					memcpy(was_choice, choice, d * sizeof(*choice));
+					if (!split_shift(cm, sr, d, s, e, step, last, ld, choice))
+						continue;
+					iter = loads_estimate(sr, d, ld, choice, ctx).iter;
+					if (iter < best * (1 - 1e-9)) {
+						best = iter;
+						moved = true;
+						continue;
+					}
+					for (int u = s; u <= e; u++)
+						last[u] -= step;
+					memcpy(ld, was, d * sizeof(*ld));
+					memcpy(choice, was_choice, d * sizeof(*choice));
+				}
+			}
+		}
+		if (!moved)
+			break;
 	}
 }
 
@@ -780,6 +1039,53 @@ static int uniform_fits(const struct costmodel *cm, const struct stage_rates *sr
 	return 1;
 }
 
+
+/* Whether tiling @a is no better than @b in time, sync, step and memory. */
+static bool tiling_dominated(const struct tiling *a, const struct tiling *b)
+{
+	return b->time <= a->time && b->sync <= a->sync && b->mem <= a->mem &&
+	       b->gather + b->step <= a->gather + a->step &&
+	       (b->time < a->time || b->sync < a->sync || b->mem < a->mem ||
+		b->gather + b->step < a->gather + a->step);
+}
+
+/*
+ * The tilings of @tiles a stage may end with into @sr->moe: those no other
+ * dominates, cheapest over an iteration (@sync_weight) first.
+ */
+static void stage_layouts(const struct tiling *tiles, int ntiles,
+			  double sync_weight, struct stage_rates *sr)
+{
+	bool out[MAX_TILINGS] = { false };
+
+	for (int i = 0; i < ntiles; i++)
+		for (int j = 0; j < ntiles && !out[i]; j++)
+			out[i] = tiling_dominated(&tiles[i], &tiles[j]);
+	sr->nmoe = 0;
+	while (sr->nmoe < MAX_STAGE_LAYOUTS) {
+		double cheapest = DBL_MAX;
+		int next = -1;
+
+		for (int i = 0; i < ntiles; i++) {
+			double cost = tiles[i].time + sync_weight * tiles[i].sync;
+
+			if (!out[i] && cost < cheapest) {
+				cheapest = cost;
+				next = i;
+			}
+		}
+		if (next < 0)
+			break;
+		out[next] = true;
+		sr->moe[sr->nmoe++] = (struct moe_rates){
+			.time = tiles[next].time, .fwd = tiles[next].fwd,
+			.mem = tiles[next].mem, .sync = tiles[next].sync,
+			.gather = tiles[next].gather, .step = tiles[next].step,
+			.params = tiles[next].params, .tiling = next,
+		};
+	}
+}
+
 /*
  * Split @t's layers and tile its MoE stages for micro-batch @mbs with
  * @micro_batches per replica expected (for the in-flight counts).  Sets
@@ -796,7 +1102,7 @@ static int template_fill(const struct costmodel *cm,
 	struct stage_rates sr[COSTMODEL_MAX_DEPTH] = { 0 };
 	struct tiling tiles[COSTMODEL_MAX_DEPTH][MAX_TILINGS];
 	int ntiles[COSTMODEL_MAX_DEPTH] = { 0 };
-	int d = t->nstages, last[COSTMODEL_MAX_DEPTH];
+	int d = t->nstages, last[COSTMODEL_MAX_DEPTH] = { 0 }, layout[COSTMODEL_MAX_DEPTH];
 	bool moe = cm->model.experts > 0;
 	/* 1F1B runs the slowest stage once per micro-batch but one, the sync once */
 	double sync_weight = 1.0 / (ctx->micro_batches > 2 ? ctx->micro_batches - 1 : 1);
@@ -864,10 +1170,12 @@ static int template_fill(const struct costmodel *cm,
 					li = i;
 				}
 			}
+			stage_layouts(tiles[s], ntiles[s], sync_weight, &sr[s]);
 			/*
-			 * Split with the time and sync of the tiling cheapest
-			 * over an iteration and the leanest's memory; the
-			 * tiling is chosen once the split is known.
+			 * For the bounds and the memory checks outside the
+			 * split: the cheapest layout's time and sync, the
+			 * leanest's memory.  The tiling is chosen once the
+			 * split is known.
 			 */
 			sr[s].time[COSTMODEL_LAYER_ATTN] = tiles[s][ci].time;
 			sr[s].fwd[COSTMODEL_LAYER_ATTN] = tiles[s][ci].fwd;
@@ -915,8 +1223,12 @@ static int template_fill(const struct costmodel *cm,
 		}
 		split_bisect(cm, sr, d, DBL_MAX, SPLIT_PRECISION, &lo, &top, last);
 		split_balance_sync(cm, sr, d, hi, ctx, last);
+		if (ctx->refine)
+			split_refine(cm, sr, d, ctx, last);
 	}
 
+	if (moe)
+		split_estimate(cm, sr, d, last, ctx, layout);
 	for (int s = 0, a = 0; s < d; s++) {
 		struct costmodel_stage *st = &t->stages[s];
 		double used = 0;
@@ -932,30 +1244,10 @@ static int template_fill(const struct costmodel *cm,
 			*tight = true;
 		if (!moe)
 			continue;
-		/* The tiling cheapest over an iteration that fits the stage. */
-		double fixed_mem = 0, best = DBL_MAX;
-		int nmoe = 0, bi = -1;
-
-		for (int l = st->first_layer; l <= st->last_layer; l++) {
-			enum costmodel_layer_type type = cm_layer_type(cm, l);
-
-			if (type == COSTMODEL_LAYER_ATTN)
-				nmoe++;
-			else
-				fixed_mem += sr[s].mem[type];
-		}
-		for (int i = 0; i < ntiles[s]; i++) {
-			if (fixed_mem + nmoe * tiles[s][i].mem > sr[s].cap)
-				continue;
-			double cost = tiles[s][i].time + sync_weight * tiles[s][i].sync;
-
-			if (cost < best) {
-				best = cost;
-				bi = i;
-			}
-		}
-		if (bi < 0)
+		if (layout[s] < 0)
 			return ar_seterr(-AR_EINFEASIBLE, "no expert layout fits stage %d", s);
+		int bi = sr[s].moe[layout[s]].tiling;
+
 		st->ep = tiles[s][bi].ep;
 		st->etp = tiles[s][bi].etp;
 		st->edp = st->tp * t->replicas / (st->ep * st->etp);
@@ -964,12 +1256,13 @@ static int template_fill(const struct costmodel *cm,
 }
 
 /*
- * Split, tile and price @plan at micro-batch @mbs under its recomputation
- * and optimizer options; *@tight as template_fill() says.
+ * Split (refined where @refine says), tile and price @plan at micro-batch
+ * @mbs under its recomputation and optimizer options; *@tight as
+ * template_fill() says.
  */
 static int plan_fill_at(const struct costmodel *cm,
 			const struct costmodel_cluster *cl,
-			struct costmodel_plan *plan, int mbs,
+			struct costmodel_plan *plan, int mbs, bool refine,
 			const struct costmodel_fill_opts *opts, bool *tight)
 {
 	struct split_ctx ctx = {
@@ -978,6 +1271,7 @@ static int plan_fill_at(const struct costmodel *cm,
 		.dist = plan->distributed_optimizer,
 		.overlap_grad_reduce = plan->overlap_grad_reduce,
 		.overlap_param_gather = plan->overlap_param_gather,
+		.refine = refine,
 	};
 	int rc;
 
@@ -1006,13 +1300,20 @@ static int plan_fill_at(const struct costmodel *cm,
  * on unless @opts turns it off: it moves 6 bytes a parameter where the
  * all-reduce moves 8, steps over 1/DP of the state and holds 12/DP of it,
  * so it is never slower here.
+ *
+ * The split's refinement (split_refine()) costs as much as the rest of a
+ * split, so it runs only on the REFINED fastest choices of the first pass.
  */
+#define REFINED	2
+
 static int plan_fill_best(const struct costmodel *cm,
 			  const struct costmodel_cluster *cl,
 			  struct costmodel_plan *plan,
 			  const struct costmodel_fill_opts *opts)
 {
 	struct costmodel_plan trial = { 0 }, best = { 0 };
+	/* the fastest choices of the first pass, fastest first */
+	struct { int mbs, recompute; double samples_per_s; } top[REFINED] = { 0 };
 	char why[512] = "";
 	int rc = 0, first_rc = 0;
 	bool found = false;
@@ -1038,7 +1339,7 @@ static int plan_fill_best(const struct costmodel *cm,
 			if (rc < 0)
 				goto out;
 			trial.recompute = (enum costmodel_recompute)r;
-			rc = plan_fill_at(cm, cl, &trial, mbs, opts, &tight);
+			rc = plan_fill_at(cm, cl, &trial, mbs, false, opts, &tight);
 			if (rc == -ENOMEM)
 				goto out;
 			if (rc < 0) {
@@ -1047,6 +1348,16 @@ static int plan_fill_best(const struct costmodel *cm,
 					snprintf(why, sizeof(why), "%s", ar_errmsg());
 				}
 				continue;
+			}
+			for (int k = 0; k < REFINED; k++) {
+				if (trial.predicted.samples_per_s > top[k].samples_per_s) {
+					memmove(&top[k + 1], &top[k],
+						(REFINED - 1 - k) * sizeof(top[0]));
+					top[k].mbs = mbs;
+					top[k].recompute = r;
+					top[k].samples_per_s = trial.predicted.samples_per_s;
+					break;
+				}
 			}
 			if (!found || trial.predicted.samples_per_s >
 				      best.predicted.samples_per_s) {
@@ -1063,6 +1374,23 @@ static int plan_fill_best(const struct costmodel *cm,
 		rc = ar_seterr(first_rc ? first_rc : -AR_EINFEASIBLE, "%s",
 			       why[0] ? why : "no micro-batch size fits");
 		goto out;
+	}
+	for (int k = 0; k < REFINED && top[k].mbs; k++) {
+		bool tight;
+
+		rc = costmodel_plan_copy(&trial, plan);
+		if (rc < 0)
+			goto out;
+		trial.recompute = (enum costmodel_recompute)top[k].recompute;
+		rc = plan_fill_at(cm, cl, &trial, top[k].mbs, true, opts, &tight);
+		if (rc == -ENOMEM)
+			goto out;
+		if (rc == 0 && trial.predicted.samples_per_s >
+			       best.predicted.samples_per_s) {
+			rc = costmodel_plan_copy(&best, &trial);
+			if (rc < 0)
+				goto out;
+		}
 	}
 	rc = costmodel_plan_copy(plan, &best);
 out:

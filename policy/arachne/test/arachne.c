@@ -115,10 +115,10 @@ static void test_training_raises_reward(void **state)
 	assert_int_equal(policy_net_init(&before, 3), 0);	/* the trainer's init for seed 3 */
 	g0 = toy_return(&before, 1);
 	s0 = toy_return(&before, 64);
-	assert_int_equal(train(120, 2, 3, policy_path, &res), 0);
+	assert_int_equal(train(160, 2, 3, policy_path, &res), 0);
 	assert_int_equal(policy_net_init(&after, 0), 0);
 	assert_int_equal(policy_weights_load(&after, &meta, policy_path), 0);
-	assert_int_equal(meta.episodes, 120);
+	assert_int_equal(meta.episodes, 160);
 	assert_int_equal(meta.seed, 3);
 	assert_string_equal(meta.model, "dense");
 	g1 = toy_return(&after, 1);
