@@ -955,9 +955,10 @@ static int slowest_stage(const struct stage_rates *sr, int d,
  * The searches above choose by the slowest stage and by the sync; the
  * iteration also counts every stage once (the 1F1B fill and drain) and
  * the layouts' sync under the overlap, and a stage whose blocks need a
- * slower layout to fit is slower than the split assumed.  Shift one run
- * of boundaries by one layer at a time (a layer handed down a row of
- * stages) wherever the estimate says the iteration gets shorter.
+ * slower layout to fit is slower than the split assumed.  Take one layer
+ * out of the slowest stage at a time, handed down the stages after it or
+ * up the stages before it as far as any of them (a run of boundaries
+ * shifted by one), wherever the estimate says the iteration gets shorter.
  */
 static void split_refine(const struct costmodel *cm, const struct stage_rates *sr,
 			 int d, const struct split_ctx *ctx, int *last)
@@ -979,9 +980,8 @@ static void split_refine(const struct costmodel *cm, const struct stage_rates *s
 				for (int step = -1; step <= 1; step += 2) {
 					double iter;
 
-					/* Runs longer than one boundary only out
-					 * of the slowest stage: down from it, or
-					 * up from it. */
+					/* runs out of the slowest stage only:
+					 * down from it, or up from it */
 					if (step < 0 ? s != k : e + 1 != k)
 						continue;
 					memcpy(was, ld, d * sizeof(*ld));
@@ -1038,7 +1038,6 @@ static int uniform_fits(const struct costmodel *cm, const struct stage_rates *sr
 	}
 	return 1;
 }
-
 
 /* Whether tiling @a is no better than @b in time, sync, step and memory. */
 static bool tiling_dominated(const struct tiling *a, const struct tiling *b)
