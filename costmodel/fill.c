@@ -720,9 +720,14 @@ static bool load_fits(const struct stage_rates *sr, const struct stage_load *ld)
 	return sr->nmoe ? layout_fits(sr, ld, sr->nmoe - 1) : ld->mem <= sr->cap;
 }
 
-/* The cheapest layout that holds the stage's blocks, else the leanest. */
+/*
+ * The cheapest layout that holds the stage's blocks, else the leanest;
+ * -1 for a stage of no MoE blocks.
+ */
 static int cheapest_layout(const struct stage_rates *sr, const struct stage_load *ld)
 {
+	if (!ld->nmoe)
+		return -1;
 	for (int i = 0; i < sr->nmoe - 1; i++)
 		if (layout_fits(sr, ld, i))
 			return i;
@@ -800,7 +805,7 @@ static struct split_cost split_estimate(const struct costmodel *cm,
 
 	split_loads(cm, sr, d, last, ld);
 	for (int s = 0; s < d; s++)
-		choice[s] = ld[s].nmoe ? cheapest_layout(&sr[s], &ld[s]) : -1;
+		choice[s] = cheapest_layout(&sr[s], &ld[s]);
 	best = loads_estimate(sr, d, ld, choice, ctx);
 	for (int s = 0; layout && s < d; s++) {
 		int kept = choice[s];
@@ -929,7 +934,7 @@ static bool split_shift(const struct costmodel *cm, const struct stage_rates *sr
 	for (int u = s; u <= e; u++)
 		last[u] += step;
 	for (int u = s; u <= e + 1; u++)
-		choice[u] = ld[u].nmoe ? cheapest_layout(&sr[u], &ld[u]) : -1;
+		choice[u] = cheapest_layout(&sr[u], &ld[u]);
 	return true;
 }
 
@@ -969,7 +974,7 @@ static void split_refine(const struct costmodel *cm, const struct stage_rates *s
 
 	split_loads(cm, sr, d, last, ld);
 	for (int s = 0; s < d; s++)
-		choice[s] = ld[s].nmoe ? cheapest_layout(&sr[s], &ld[s]) : -1;
+		choice[s] = cheapest_layout(&sr[s], &ld[s]);
 	best = loads_estimate(sr, d, ld, choice, ctx).iter;
 	for (int round = 0; round < REFINE_ROUNDS; round++) {
 		bool moved = false;
