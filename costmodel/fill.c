@@ -362,10 +362,12 @@ static bool placement_orders_differ(const struct costmodel_shape *shape,
 /* ------------------------------------------------------------------ */
 /* Layer split and expert tiling                                       */
 
-/* One MoE block's costs under one expert layout, for the split. */
-struct moe_rates {
-	double time, fwd, mem, sync, gather, step, params;
-	int tiling;			/* its index among the stage's tilings */
+/* Candidate expert layouts of one stage. */
+struct tiling {
+	int ep, etp;
+	double time, fwd, mem;		/* per MoE layer, memory with in-flight */
+	double sync, gather, step;	/* per MoE layer: dense and expert */
+	double params;			/* dense parameters per GPU */
 };
 
 #define MAX_STAGE_LAYOUTS 8
@@ -390,7 +392,7 @@ struct stage_rates {
 	 * hold the cheapest layout's time and sync and the leanest's memory,
 	 * an optimistic stage that split_refine() corrects.
 	 */
-	struct moe_rates moe[MAX_STAGE_LAYOUTS];
+	struct tiling moe[MAX_STAGE_LAYOUTS];
 	int nmoe;
 };
 
@@ -445,14 +447,6 @@ static void layer_sync(const struct costmodel *cm, const struct split_ctx *ctx,
 	*step += (params / (ctx->dist && g->n > 1 ? g->n : 1) * OPT_STEP_BYTES +
 		  params * g_bytes) / hbm_Bps;
 }
-
-/* Candidate expert layouts of one stage. */
-struct tiling {
-	int ep, etp;
-	double time, fwd, mem;		/* per MoE layer, memory with in-flight */
-	double sync, gather, step;	/* per MoE layer: dense and expert */
-	double params;			/* dense parameters per GPU */
-};
 
 #define MAX_TILINGS 64
 
@@ -664,32 +658,6 @@ struct stage_load {
 	int nmoe;			/* MoE blocks, priced by the layout */
 };
 
-static void split_loads(const struct costmodel *cm, const struct stage_rates *sr,
-			int d, const int *last, struct stage_load *ld)
-{
-	for (int s = 0, a = 0; s < d; s++) {
-		struct stage_load *x = &ld[s];
-
-		*x = (struct stage_load){ .t = sr[s].fixed_s, .f = sr[s].fixed_fwd_s };
-		for (int l = a; l <= last[s]; l++) {
-			enum costmodel_layer_type type = cm_layer_type(cm, l);
-
-			if (type == COSTMODEL_LAYER_ATTN && sr[s].nmoe) {
-				x->nmoe++;
-				continue;
-			}
-			x->t += sr[s].time[type];
-			x->f += sr[s].fwd[type];
-			x->y += sr[s].sync[type];
-			x->g += sr[s].gather[type];
-			x->step += sr[s].step[type];
-			x->params += sr[s].params[type];
-			x->mem += sr[s].mem[type];
-		}
-		a = last[s] + 1;
-	}
-}
-
 /* Add (@sign 1) or take (-1) one layer of @type to or from stage @ld. */
 static void load_move(struct stage_load *ld, const struct stage_rates *sr,
 		      enum costmodel_layer_type type, int sign)
@@ -705,6 +673,18 @@ static void load_move(struct stage_load *ld, const struct stage_rates *sr,
 	ld->step += sign * sr->step[type];
 	ld->params += sign * sr->params[type];
 	ld->mem += sign * sr->mem[type];
+}
+
+/* The stages of the split @last, layer by layer. */
+static void split_loads(const struct costmodel *cm, const struct stage_rates *sr,
+			int d, const int *last, struct stage_load *ld)
+{
+	for (int s = 0, a = 0; s < d; s++) {
+		ld[s] = (struct stage_load){ .t = sr[s].fixed_s, .f = sr[s].fixed_fwd_s };
+		for (int l = a; l <= last[s]; l++)
+			load_move(&ld[s], &sr[s], cm_layer_type(cm, l), 1);
+		a = last[s] + 1;
+	}
 }
 
 /* Whether layout @i of stage @sr holds the stage's blocks in memory. */
@@ -754,7 +734,7 @@ static struct split_cost loads_estimate(const struct stage_rates *sr, int d,
 		double step = ld[s].step, params = ld[s].params, keep;
 
 		if (ld[s].nmoe) {
-			const struct moe_rates *r = &sr[s].moe[layout[s]];
+			const struct tiling *r = &sr[s].moe[layout[s]];
 
 			t += ld[s].nmoe * r->time;
 			f += ld[s].nmoe * r->fwd;
@@ -1081,12 +1061,7 @@ static void stage_layouts(const struct tiling *tiles, int ntiles,
 		if (next < 0)
 			break;
 		out[next] = true;
-		sr->moe[sr->nmoe++] = (struct moe_rates){
-			.time = tiles[next].time, .fwd = tiles[next].fwd,
-			.mem = tiles[next].mem, .sync = tiles[next].sync,
-			.gather = tiles[next].gather, .step = tiles[next].step,
-			.params = tiles[next].params, .tiling = next,
-		};
+		sr->moe[sr->nmoe++] = tiles[next];
 	}
 }
 
@@ -1250,10 +1225,8 @@ static int template_fill(const struct costmodel *cm,
 			continue;
 		if (layout[s] < 0)
 			return ar_seterr(-AR_EINFEASIBLE, "no expert layout fits stage %d", s);
-		int bi = sr[s].moe[layout[s]].tiling;
-
-		st->ep = tiles[s][bi].ep;
-		st->etp = tiles[s][bi].etp;
+		st->ep = sr[s].moe[layout[s]].ep;
+		st->etp = sr[s].moe[layout[s]].etp;
 		st->edp = st->tp * t->replicas / (st->ep * st->etp);
 	}
 	return 0;
