@@ -462,7 +462,9 @@ static int stage_tilings(const struct costmodel *cm, int gpu, int tp, int W,
 	for (int etp = 1; etp <= tp; etp *= 2) {
 		if (pinned && etp != tp)
 			continue;
-		for (int ep = 1; ep <= W / etp && n < MAX_TILINGS; ep++) {
+		/* ep divides the experts: no more of them */
+		for (int ep = 1; ep <= W / etp && ep <= cm->model.experts &&
+				n < MAX_TILINGS; ep++) {
 			struct cm_layer_cost c;
 			struct cm_group expert = dense;
 			int local = lk->gpus_per_node_min / (ep * etp);
@@ -720,49 +722,81 @@ static inline double max2(double a, double b)
 	return a > b ? a : b;
 }
 
-/* The iteration of the split in @ld with stage s's MoE blocks in layout[s]. */
-static struct split_cost loads_estimate(const struct stage_rates *sr, int d,
-					const struct stage_load *ld,
-					const int *layout,
-					const struct split_ctx *ctx)
+/* One stage's totals in its layout, as the estimate takes them. */
+struct stage_total {
+	double t, f, y, g, step;
+	double keep;			/* of its own last pass that hides its sync */
+};
+
+/* Stage @ld's totals with its MoE blocks in layout @layout. */
+static void stage_total(const struct stage_rates *sr, const struct stage_load *ld,
+			int layout, const struct split_ctx *ctx,
+			struct stage_total *tt)
 {
-	double tmax = 0, tsum = 0, ymax = 0, exposed = 0, step_max = 0;
-	double bwd_before = 0, fwd_before = 0;
+	double params = ld->params;
 
-	for (int s = 0; s < d; s++) {
-		double t = ld[s].t, f = ld[s].f, y = ld[s].y, g = ld[s].g;
-		double step = ld[s].step, params = ld[s].params, keep;
+	tt->t = ld->t;
+	tt->f = ld->f;
+	tt->y = ld->y;
+	tt->g = ld->g;
+	tt->step = ld->step;
+	if (ld->nmoe) {
+		const struct tiling *r = &sr->moe[layout];
 
-		if (ld[s].nmoe) {
-			const struct tiling *r = &sr[s].moe[layout[s]];
-
-			t += ld[s].nmoe * r->time;
-			f += ld[s].nmoe * r->fwd;
-			y += ld[s].nmoe * r->sync;
-			g += ld[s].nmoe * r->gather;
-			step += ld[s].nmoe * r->step;
-			params += ld[s].nmoe * r->params;
-		}
-		ymax = max2(ymax, y);
-		/* (1 - 1/buckets) of the stage's own last pass hides them,
-		 * and the passes of the stages before it */
-		keep = 1 - 1 / max2(1, ceil(params / ctx->bucket));
-		if (ctx->overlap_grad_reduce)
-			y = max2(0, y - keep * (t - f) - bwd_before);
-		if (ctx->overlap_param_gather)
-			g = max2(0, g - keep * f - fwd_before);
-		bwd_before += t - f;
-		fwd_before += f;
-		tmax = max2(tmax, t);
-		tsum += t;
-		exposed = max2(exposed, y);
-		step_max = max2(step_max, step + g);
+		tt->t += ld->nmoe * r->time;
+		tt->f += ld->nmoe * r->fwd;
+		tt->y += ld->nmoe * r->sync;
+		tt->g += ld->nmoe * r->gather;
+		tt->step += ld->nmoe * r->step;
+		params += ld->nmoe * r->params;
 	}
+	/* (1 - 1/buckets) of the stage's own last pass hides its collectives */
+	tt->keep = 1 - 1 / max2(1, ceil(params / ctx->bucket));
+}
+
+/*
+ * The estimate's running state over the stages so far: a move of the
+ * split changes a run of stages, and the estimate resumes at its first.
+ */
+struct estimate_scan {
+	double tmax, tsum, ymax, exposed, step_max;
+	double bwd_before, fwd_before;	/* the passes that hide later syncs */
+};
+
+static void scan_stage(struct estimate_scan *sc, const struct stage_total *tt,
+		       const struct split_ctx *ctx)
+{
+	double y = tt->y, g = tt->g;
+
+	sc->ymax = max2(sc->ymax, y);
+	/* what the stage's own last pass and the stages before it leave */
+	if (ctx->overlap_grad_reduce)
+		y = max2(0, y - tt->keep * (tt->t - tt->f) - sc->bwd_before);
+	if (ctx->overlap_param_gather)
+		g = max2(0, g - tt->keep * tt->f - sc->fwd_before);
+	sc->bwd_before += tt->t - tt->f;
+	sc->fwd_before += tt->f;
+	sc->tmax = max2(sc->tmax, tt->t);
+	sc->tsum += tt->t;
+	sc->exposed = max2(sc->exposed, y);
+	sc->step_max = max2(sc->step_max, tt->step + g);
+}
+
+/* The iteration of stages @from on in @tt, after the stages in *@before. */
+static struct split_cost scan_estimate(const struct estimate_scan *before,
+				       const struct stage_total *tt, int from,
+				       int d, const struct split_ctx *ctx)
+{
+	struct estimate_scan sc = *before;
+
+	for (int s = from; s < d; s++)
+		scan_stage(&sc, &tt[s], ctx);
 	return (struct split_cost){
-		.slowest = tmax,
-		.slowest_sync = ymax,
-		.exposed = exposed,
-		.iter = (ctx->micro_batches - 1) * tmax + tsum + exposed + step_max,
+		.slowest = sc.tmax,
+		.slowest_sync = sc.ymax,
+		.exposed = sc.exposed,
+		.iter = (ctx->micro_batches - 1) * sc.tmax + sc.tsum + sc.exposed +
+			sc.step_max,
 	};
 }
 
@@ -780,14 +814,20 @@ static struct split_cost split_estimate(const struct costmodel *cm,
 					int *layout)
 {
 	struct stage_load ld[COSTMODEL_MAX_DEPTH];
+	/* zeroed only for -Wmaybe-uninitialized: every stage is set below */
+	struct stage_total tt[COSTMODEL_MAX_DEPTH] = { 0 };
+	struct estimate_scan before = { 0 };	/* the stages already chosen */
 	int choice[COSTMODEL_MAX_DEPTH] = { 0 };
 	struct split_cost best;
 
 	split_loads(cm, sr, d, last, ld);
-	for (int s = 0; s < d; s++)
+	for (int s = 0; s < d; s++) {
 		choice[s] = cheapest_layout(&sr[s], &ld[s]);
-	best = loads_estimate(sr, d, ld, choice, ctx);
+		stage_total(&sr[s], &ld[s], choice[s], ctx, &tt[s]);
+	}
+	best = scan_estimate(&before, tt, 0, d, ctx);
 	for (int s = 0; layout && s < d; s++) {
+		struct stage_total kept_total = tt[s];
 		int kept = choice[s];
 
 		for (int i = kept + 1; ld[s].nmoe && i < sr[s].nmoe; i++) {
@@ -795,14 +835,17 @@ static struct split_cost split_estimate(const struct costmodel *cm,
 
 			if (!layout_fits(&sr[s], &ld[s], i))
 				continue;
-			choice[s] = i;
-			c = loads_estimate(sr, d, ld, choice, ctx);
+			stage_total(&sr[s], &ld[s], i, ctx, &tt[s]);
+			c = scan_estimate(&before, tt, s, d, ctx);
 			if (c.iter < best.iter) {
 				best = c;
 				kept = i;
+				kept_total = tt[s];
 			}
 		}
 		choice[s] = kept;
+		tt[s] = kept_total;
+		scan_stage(&before, &tt[s], ctx);
 	}
 	if (layout)
 		for (int s = 0; s < d; s++)
@@ -919,20 +962,13 @@ static bool split_shift(const struct costmodel *cm, const struct stage_rates *sr
 }
 
 /* The stage of the longest time per micro-batch. */
-static int slowest_stage(const struct stage_rates *sr, int d,
-			 const struct stage_load *ld, const int *choice)
+static int slowest_stage(const struct stage_total *tt, int d)
 {
-	double tmax = -1;
 	int k = 0;
 
-	for (int s = 0; s < d; s++) {
-		double t = ld[s].t + (ld[s].nmoe ? ld[s].nmoe * sr[s].moe[choice[s]].time : 0);
-
-		if (t > tmax) {
-			tmax = t;
+	for (int s = 1; s < d; s++)
+		if (tt[s].t > tt[k].t)
 			k = s;
-		}
-	}
 	return k;
 }
 
@@ -949,40 +985,58 @@ static void split_refine(const struct costmodel *cm, const struct stage_rates *s
 			 int d, const struct split_ctx *ctx, int *last)
 {
 	struct stage_load ld[COSTMODEL_MAX_DEPTH], was[COSTMODEL_MAX_DEPTH];
+	struct stage_total tt[COSTMODEL_MAX_DEPTH], was_total[COSTMODEL_MAX_DEPTH];
+	/* before[s]: the estimate's state after the stages before s */
+	struct estimate_scan before[COSTMODEL_MAX_DEPTH] = { 0 };
 	int choice[COSTMODEL_MAX_DEPTH] = { 0 }, was_choice[COSTMODEL_MAX_DEPTH];
 	double best;
 
 	split_loads(cm, sr, d, last, ld);
-	for (int s = 0; s < d; s++)
+	for (int s = 0; s < d; s++) {
 		choice[s] = cheapest_layout(&sr[s], &ld[s]);
-	best = loads_estimate(sr, d, ld, choice, ctx).iter;
+		stage_total(&sr[s], &ld[s], choice[s], ctx, &tt[s]);
+	}
+	for (int s = 1; s < d; s++) {
+		before[s] = before[s - 1];
+		scan_stage(&before[s], &tt[s - 1], ctx);
+	}
+	best = scan_estimate(&before[0], tt, 0, d, ctx).iter;
 	for (int round = 0; round < REFINE_ROUNDS; round++) {
 		bool moved = false;
-		int k = slowest_stage(sr, d, ld, choice);
+		int k = slowest_stage(tt, d);
 
 		for (int s = 0; s < d - 1; s++) {
 			for (int e = s; e < d - 1; e++) {
 				for (int step = -1; step <= 1; step += 2) {
+					int n = e - s + 2;	/* stages s to e + 1 move */
 					double iter;
 
 					/* runs out of the slowest stage only:
 					 * down from it, or up from it */
 					if (step < 0 ? s != k : e + 1 != k)
 						continue;
-					memcpy(was, ld, d * sizeof(*ld));
-					memcpy(was_choice, choice, d * sizeof(*choice));
+					memcpy(&was[s], &ld[s], n * sizeof(*ld));
+					memcpy(&was_choice[s], &choice[s], n * sizeof(*choice));
 					if (!split_shift(cm, sr, d, s, e, step, last, ld, choice))
 						continue;
-					iter = loads_estimate(sr, d, ld, choice, ctx).iter;
+					memcpy(&was_total[s], &tt[s], n * sizeof(*tt));
+					for (int u = s; u <= e + 1; u++)
+						stage_total(&sr[u], &ld[u], choice[u], ctx, &tt[u]);
+					iter = scan_estimate(&before[s], tt, s, d, ctx).iter;
 					if (iter < best * (1 - 1e-9)) {
 						best = iter;
 						moved = true;
+						for (int u = s + 1; u < d; u++) {
+							before[u] = before[u - 1];
+							scan_stage(&before[u], &tt[u - 1], ctx);
+						}
 						continue;
 					}
 					for (int u = s; u <= e; u++)
 						last[u] -= step;
-					memcpy(ld, was, d * sizeof(*ld));
-					memcpy(choice, was_choice, d * sizeof(*choice));
+					memcpy(&ld[s], &was[s], n * sizeof(*ld));
+					memcpy(&choice[s], &was_choice[s], n * sizeof(*choice));
+					memcpy(&tt[s], &was_total[s], n * sizeof(*tt));
 				}
 			}
 		}
@@ -1066,22 +1120,32 @@ static void stage_layouts(const struct tiling *tiles, int ntiles,
 }
 
 /*
- * Split @t's layers and tile its MoE stages for micro-batch @mbs with
- * @micro_batches per replica expected (for the in-flight counts).  Sets
- * *@tight when some stage could not take one more block for its memory:
- * there more recomputation may pay.
+ * A template's stage rates and its split before the refinement: the
+ * refined fill of a (micro-batch, recomputation) choice starts from what
+ * the first pass found for it.
  */
-static int template_fill(const struct costmodel *cm,
-			 const struct costmodel_cluster *cl,
-			 struct costmodel_template *t, int mbs,
-			 const struct split_ctx *ctx,
-			 const struct costmodel_fill_opts *opts, bool *tight)
+struct split_state {
+	struct stage_rates sr[COSTMODEL_MAX_DEPTH];
+	int last[COSTMODEL_MAX_DEPTH];
+};
+
+/*
+ * The rates of @t's stages for micro-batch @mbs with @micro_batches per
+ * replica expected (for the in-flight counts), and the split of its
+ * layers that balances them, into @state.
+ */
+static int template_split(const struct costmodel *cm,
+			  const struct costmodel_cluster *cl,
+			  const struct costmodel_template *t, int mbs,
+			  const struct split_ctx *ctx,
+			  const struct costmodel_fill_opts *opts,
+			  struct split_state *state)
 {
 	struct cm_stage_links lk[COSTMODEL_MAX_DEPTH];
-	struct stage_rates sr[COSTMODEL_MAX_DEPTH] = { 0 };
+	struct stage_rates *sr = state->sr;
 	struct tiling tiles[COSTMODEL_MAX_DEPTH][MAX_TILINGS];
 	int ntiles[COSTMODEL_MAX_DEPTH] = { 0 };
-	int d = t->nstages, last[COSTMODEL_MAX_DEPTH] = { 0 }, layout[COSTMODEL_MAX_DEPTH];
+	int d = t->nstages, *last = state->last;
 	bool moe = cm->model.experts > 0;
 	/* 1F1B runs the slowest stage once per micro-batch but one, the sync once */
 	double sync_weight = 1.0 / (ctx->micro_batches > 2 ? ctx->micro_batches - 1 : 1);
@@ -1091,7 +1155,7 @@ static int template_fill(const struct costmodel *cm,
 				 d, cm->model.blocks);
 	cm_template_links(cm, cl, t, lk);
 	for (int s = 0; s < d; s++) {
-		struct costmodel_stage *st = &t->stages[s];
+		const struct costmodel_stage *st = &t->stages[s];
 		int inflight = d - s;
 		double cheapest = DBL_MAX, leanest = DBL_MAX, transient = 0;
 		double hbm_Bps = cm->gpus[st->gpu].hbm_GBps * 1e9 * HBM_EFFICIENCY;
@@ -1099,9 +1163,6 @@ static int template_fill(const struct costmodel *cm,
 		int ci = -1, li = -1;
 
 		memset(&sr[s], 0, sizeof(sr[s]));
-		st->ep = 1;
-		st->etp = st->tp;
-		st->edp = t->replicas;
 		if (lk[s].p2p_Bps > 0) {
 			sr[s].fixed_fwd_s = (double)mbs / lk[s].p2p_shards *
 					    cm->model.seq_len * cm->model.hidden * 2.0 /
@@ -1202,10 +1263,27 @@ static int template_fill(const struct costmodel *cm,
 		}
 		split_bisect(cm, sr, d, DBL_MAX, SPLIT_PRECISION, &lo, &top, last);
 		split_balance_sync(cm, sr, d, hi, ctx, last);
-		if (ctx->refine)
-			split_refine(cm, sr, d, ctx, last);
 	}
+	return 0;
+}
 
+/*
+ * Refine @state's split where @ctx says, tile @t's MoE stages and write
+ * both to its stages.  Sets *@tight when some stage could not take one
+ * more block for its memory: there more recomputation may pay.
+ */
+static int template_finish(const struct costmodel *cm,
+			   struct costmodel_template *t,
+			   const struct split_ctx *ctx,
+			   const struct costmodel_fill_opts *opts,
+			   struct split_state *state, bool *tight)
+{
+	const struct stage_rates *sr = state->sr;
+	int d = t->nstages, *last = state->last, layout[COSTMODEL_MAX_DEPTH];
+	bool moe = cm->model.experts > 0;
+
+	if (ctx->refine && !opts->uniform_layers)
+		split_refine(cm, sr, d, ctx, last);
 	if (moe)
 		split_estimate(cm, sr, d, last, ctx, layout);
 	for (int s = 0, a = 0; s < d; s++) {
@@ -1221,6 +1299,9 @@ static int template_fill(const struct costmodel *cm,
 			used += sr[s].mem[cm_layer_type(cm, l)];
 		if (used + block > sr[s].cap)
 			*tight = true;
+		st->ep = 1;
+		st->etp = st->tp;
+		st->edp = t->replicas;
 		if (!moe)
 			continue;
 		if (layout[s] < 0)
@@ -1233,14 +1314,16 @@ static int template_fill(const struct costmodel *cm,
 }
 
 /*
- * Split (refined where @refine says), tile and price @plan at micro-batch
- * @mbs under its recomputation and optimizer options; *@tight as
- * template_fill() says.
+ * Split, tile and price @plan at micro-batch @mbs under its recomputation
+ * and optimizer options, each template's split in @states; *@tight as
+ * template_finish() says.  With @refine the split is refined, from the
+ * states the unrefined fill of the same choice left.
  */
 static int plan_fill_at(const struct costmodel *cm,
 			const struct costmodel_cluster *cl,
 			struct costmodel_plan *plan, int mbs, bool refine,
-			const struct costmodel_fill_opts *opts, bool *tight)
+			const struct costmodel_fill_opts *opts,
+			struct split_state *states, bool *tight)
 {
 	struct split_ctx ctx = {
 		.across_templates = plan->ntemplates > 1,
@@ -1260,8 +1343,14 @@ static int plan_fill_at(const struct costmodel *cm,
 	plan->micro_batch = mbs;
 	*tight = false;
 	for (int j = 0; j < plan->ntemplates; j++) {
-		rc = template_fill(cm, cl, &plan->templates[j], mbs, &ctx, opts,
-				   tight);
+		if (!refine) {
+			rc = template_split(cm, cl, &plan->templates[j], mbs, &ctx,
+					    opts, &states[j]);
+			if (rc < 0)
+				return rc;
+		}
+		rc = template_finish(cm, &plan->templates[j], &ctx, opts,
+				     &states[j], tight);
 		if (rc < 0)
 			return rc;
 		plan->templates[j].micro_batches = 0;
@@ -1279,7 +1368,8 @@ static int plan_fill_at(const struct costmodel *cm,
  * so it is never slower here.
  *
  * The split's refinement (split_refine()) costs as much as the rest of a
- * split, so it runs only on the REFINED fastest choices of the first pass.
+ * split, so it runs only on the REFINED fastest choices of the first pass,
+ * from the rates and splits that pass found for them.
  */
 #define REFINED	2
 
@@ -1289,10 +1379,15 @@ static int plan_fill_best(const struct costmodel *cm,
 			  const struct costmodel_fill_opts *opts)
 {
 	struct costmodel_plan trial = { 0 }, best = { 0 };
-	/* the fastest choices of the first pass, fastest first */
-	struct { int mbs, recompute; double samples_per_s; } top[REFINED] = { 0 };
+	/* the fastest choices of the first pass, fastest first, and their splits */
+	struct {
+		int mbs, recompute;
+		double samples_per_s;
+		struct split_state *states;
+	} top[REFINED] = { 0 };
+	struct split_state *buffers, *states;	/* the trial's */
 	char why[512] = "";
-	int rc = 0, first_rc = 0;
+	int rc = 0, first_rc = 0, nt = plan->ntemplates;
 	bool found = false;
 
 	/* The split and tiling assume one TP group a stage and replica. */
@@ -1301,6 +1396,13 @@ static int plan_fill_best(const struct costmodel *cm,
 		    plan->templates[j].nstages)
 			return ar_seterr(-AR_EINVAL, "template %d has a stage with data parallelism of its own (dp > 1), which the fill does not complete",
 					 j);
+	/* (a plan of no templates fails in the pricing, not here) */
+	buffers = malloc((REFINED + 1) * (nt ? nt : 1) * sizeof(*buffers));
+	if (!buffers)
+		return -ENOMEM;
+	for (int k = 0; k < REFINED; k++)
+		top[k].states = &buffers[k * nt];
+	states = &buffers[REFINED * nt];
 	plan->distributed_optimizer = !opts->no_distributed_optimizer;
 	for (int mbs = 1; mbs <= COSTMODEL_MAX_MBS; mbs *= 2) {
 		if (opts->fixed_micro_batch > 0 && mbs != opts->fixed_micro_batch)
@@ -1316,7 +1418,8 @@ static int plan_fill_best(const struct costmodel *cm,
 			if (rc < 0)
 				goto out;
 			trial.recompute = (enum costmodel_recompute)r;
-			rc = plan_fill_at(cm, cl, &trial, mbs, false, opts, &tight);
+			rc = plan_fill_at(cm, cl, &trial, mbs, false, opts, states,
+					  &tight);
 			if (rc == -ENOMEM)
 				goto out;
 			if (rc < 0) {
@@ -1328,11 +1431,17 @@ static int plan_fill_best(const struct costmodel *cm,
 			}
 			for (int k = 0; k < REFINED; k++) {
 				if (trial.predicted.samples_per_s > top[k].samples_per_s) {
+					/* the trial's splits move in, the
+					 * dropped choice's buffers out */
+					struct split_state *dropped = top[REFINED - 1].states;
+
 					memmove(&top[k + 1], &top[k],
 						(REFINED - 1 - k) * sizeof(top[0]));
 					top[k].mbs = mbs;
 					top[k].recompute = r;
 					top[k].samples_per_s = trial.predicted.samples_per_s;
+					top[k].states = states;
+					states = dropped;
 					break;
 				}
 			}
@@ -1359,7 +1468,8 @@ static int plan_fill_best(const struct costmodel *cm,
 		if (rc < 0)
 			goto out;
 		trial.recompute = (enum costmodel_recompute)top[k].recompute;
-		rc = plan_fill_at(cm, cl, &trial, top[k].mbs, true, opts, &tight);
+		rc = plan_fill_at(cm, cl, &trial, top[k].mbs, true, opts,
+				  top[k].states, &tight);
 		if (rc == -ENOMEM)
 			goto out;
 		if (rc == 0 && trial.predicted.samples_per_s >
@@ -1371,6 +1481,7 @@ static int plan_fill_best(const struct costmodel *cm,
 	}
 	rc = costmodel_plan_copy(plan, &best);
 out:
+	free(buffers);
 	costmodel_plan_copy(&trial, &(struct costmodel_plan){ 0 });
 	costmodel_plan_copy(&best, &(struct costmodel_plan){ 0 });
 	return rc;
