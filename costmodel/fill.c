@@ -782,6 +782,16 @@ static void scan_stage(struct estimate_scan *sc, const struct stage_total *tt,
 	sc->step_max = max2(sc->step_max, tt->step + g);
 }
 
+/* before[u] for every stage u after @from: the state after the stages before u. */
+static void scan_prefixes(struct estimate_scan *before, const struct stage_total *tt,
+			  int from, int d, const struct split_ctx *ctx)
+{
+	for (int u = from + 1; u < d; u++) {
+		before[u] = before[u - 1];
+		scan_stage(&before[u], &tt[u - 1], ctx);
+	}
+}
+
 /* The iteration of stages @from on in @tt, after the stages in *@before. */
 static struct split_cost scan_estimate(const struct estimate_scan *before,
 				       const struct stage_total *tt, int from,
@@ -996,10 +1006,7 @@ static void split_refine(const struct costmodel *cm, const struct stage_rates *s
 		choice[s] = cheapest_layout(&sr[s], &ld[s]);
 		stage_total(&sr[s], &ld[s], choice[s], ctx, &tt[s]);
 	}
-	for (int s = 1; s < d; s++) {
-		before[s] = before[s - 1];
-		scan_stage(&before[s], &tt[s - 1], ctx);
-	}
+	scan_prefixes(before, tt, 0, d, ctx);
 	best = scan_estimate(&before[0], tt, 0, d, ctx).iter;
 	for (int round = 0; round < REFINE_ROUNDS; round++) {
 		bool moved = false;
@@ -1026,10 +1033,7 @@ static void split_refine(const struct costmodel *cm, const struct stage_rates *s
 					if (iter < best * (1 - 1e-9)) {
 						best = iter;
 						moved = true;
-						for (int u = s + 1; u < d; u++) {
-							before[u] = before[u - 1];
-							scan_stage(&before[u], &tt[u - 1], ctx);
-						}
+						scan_prefixes(before, tt, s, d, ctx);
 						continue;
 					}
 					for (int u = s; u <= e; u++)
