@@ -71,4 +71,37 @@ test_expect_success 'without a teacher: no teacher plan, the ablation' '
 	! grep "teacher plan on each" err
 '
 
+# The fit report's numbers: "NAME VALUE" per line, for the checks below.
+fit_values() {
+	sed -n -e "s/.*depth \([0-9.]*\), device \([0-9.]*\), tp \([0-9.]*\); whole plans \([0-9.]*\)/depth \1\ndevice \2\ntp \3\nwhole \4/p" \
+	       -e "s/.*greedy construction reaches it on \([0-9.]*\) (geometric mean \([0-9.]*\))/greedy \1\ngreedy_gmean \2/p" \
+	       -e "s/.*best of 32 constructions reaches it on \([0-9.]*\) (geometric mean \([0-9.]*\))/best \1\nbest_gmean \2/p" "$1"
+}
+
+test_expect_success 'the fit report: two imitated compositions are learned, not before' '
+	"$ARACHNE_TRAIN" --model llama3-8b --episodes 1 --compositions 2 \
+		--imitation-steps 400 --batch 2 --group 4 --seed 7 -q \
+		--out f.safetensors --fit-report >fit &&
+	grep "^fit on 2 training compositions" fit &&
+	fit_values fit >trained &&
+	test $(wc -l <trained) -eq 8 &&
+	"$ARACHNE_TRAIN" --model llama3-8b --episodes 1 --compositions 2 \
+		--imitation-steps 0 --batch 2 --group 4 --seed 7 -q \
+		--out u.safetensors --fit-report >fit0 &&
+	fit_values fit0 >untrained &&
+	awk "{ v[FILENAME, \$1] = \$2; if (\$2 < 0 || \$2 > 1) bad = 1 }
+	     END { t = \"trained\"; u = \"untrained\";
+		   exit bad || v[t, \"depth\"] < 0.9 || v[t, \"greedy\"] < 0.5 ||
+			v[t, \"best\"] < v[t, \"greedy\"] ||
+			v[t, \"best_gmean\"] < v[t, \"greedy_gmean\"] ||
+			v[u, \"greedy_gmean\"] >= v[t, \"greedy_gmean\"] }" trained untrained
+'
+
+test_expect_success 'without --fit-report nothing is written on stdout' '
+	"$ARACHNE_TRAIN" --model llama3-8b --episodes 1 --compositions 2 \
+		--imitation-steps 20 --batch 2 --group 4 --seed 7 -q \
+		--out g.safetensors >out &&
+	test_must_be_empty out
+'
+
 test_done

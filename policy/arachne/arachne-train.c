@@ -54,6 +54,8 @@ static void usage(FILE *f)
 		"      --no-teacher        no climbed structured plan per composition to imitate\n"
 		"      --imitation-steps N  updates imitating the teacher plans before the\n"
 		"                          first rollout (default %ld)\n"
+		"      --fit-report        after training, how closely the policy builds the\n"
+		"                          best plan of each training composition (stdout)\n"
 		"  -q, --quiet             no progress bar\n"
 		"  -h, --help              this text\n"
 		"  -V, --version           the version\n",
@@ -98,11 +100,28 @@ static void command_line(int argc, char **argv, char *buf, size_t len)
 	}
 }
 
+/* The --fit-report lines: what the policy learned of its imitation targets. */
+static void fit_print(const struct policy_train_result *res)
+{
+	printf("fit on %d training compositions, against the best plan of each:\n",
+	       res->fit_compositions);
+	if (res->fit_compositions == 0)
+		return;
+	printf("  decisions matched: depth %.3f, device %.3f, tp %.3f; whole plans %.3f\n",
+	       res->fit_decisions[POLICY_HEAD_DEPTH],
+	       res->fit_decisions[POLICY_HEAD_DEVICE],
+	       res->fit_decisions[POLICY_HEAD_TP], res->fit_whole);
+	printf("  greedy construction reaches it on %.3f (geometric mean %.3f)\n",
+	       res->fit_greedy, res->fit_greedy_gmean);
+	printf("  best of %d constructions reaches it on %.3f (geometric mean %.3f)\n",
+	       POLICY_BATCH, res->fit_best, res->fit_best_gmean);
+}
+
 int main(int argc, char **argv)
 {
 	enum { OPT_COMPOSITIONS = 256, OPT_GROUP, OPT_BATCH, OPT_CKPT, OPT_INIT,
 	       OPT_NO_EXPERT, OPT_MAX_GPUS,
-	       OPT_NO_TEACHER, OPT_IMITATION };
+	       OPT_NO_TEACHER, OPT_IMITATION, OPT_FIT_REPORT };
 	static const struct option longopts[] = {
 		{ "model", required_argument, NULL, 'm' },
 		{ "out", required_argument, NULL, 'o' },
@@ -120,6 +139,7 @@ int main(int argc, char **argv)
 		{ "no-expert", no_argument, NULL, OPT_NO_EXPERT },
 		{ "no-teacher", no_argument, NULL, OPT_NO_TEACHER },
 		{ "imitation-steps", required_argument, NULL, OPT_IMITATION },
+		{ "fit-report", no_argument, NULL, OPT_FIT_REPORT },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -201,6 +221,9 @@ int main(int argc, char **argv)
 		case OPT_IMITATION:
 			o.imitation_steps = parse_at_least("--imitation-steps", optarg, 0);
 			break;
+		case OPT_FIT_REPORT:
+			o.fit_report = true;
+			break;
 		case 'q':
 			o.quiet = true;
 			break;
@@ -258,5 +281,7 @@ int main(int argc, char **argv)
 			"arachne-train: %s: mean normalized throughput %.4f -> %.4f (best %.4f), %d teacher plans, %ld climbed plans imitated, in %.0f s\n",
 			o.out, res.first_mean, res.last_mean, res.best, res.teachers,
 			res.distilled, res.elapsed_s);
+	if (o.fit_report)
+		fit_print(&res);
 	return 0;
 }

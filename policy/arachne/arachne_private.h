@@ -662,6 +662,7 @@ struct policy_train_opts {
 	bool no_expert;			/* no climbed plans in the imitation (ablation) */
 	bool no_teacher;		/* no climbed structured plans (ablation) */
 	long imitation_steps;		/* updates imitating the teachers first */
+	bool fit_report;		/* measure how closely the policy builds its targets */
 	/* tests: train on these compositions instead of generated ones */
 	const struct costmodel_cluster *const *fixed;
 	int nfixed;
@@ -674,6 +675,20 @@ struct policy_train_result {
 	double elapsed_s;
 	long distilled;			/* climbed plans that entered the imitation */
 	int teachers;			/* compositions with a teacher plan */
+	/*
+	 * With opts->fit_report, on the training compositions, against each
+	 * one's best replay entry (its teacher plan unless a rollout or a
+	 * climb passed it): the share of the entry's decisions where the
+	 * policy's argmax is the entry's, per head; of entries matched in
+	 * every decision; of compositions where the greedy construction,
+	 * and the best of the planner's POLICY_BATCH, reach the entry's
+	 * samples/s, with the geometric mean of theirs over the entry's.
+	 */
+	int fit_compositions;
+	double fit_decisions[POLICY_NUM_HEADS];
+	double fit_whole;
+	double fit_greedy, fit_greedy_gmean;
+	double fit_best, fit_best_gmean;
 };
 
 int policy_train(const struct costmodel *cm, const struct policy_train_opts *opts,

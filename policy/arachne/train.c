@@ -61,6 +61,17 @@ struct sil_entry {
 	struct policy_decision *dec;
 	int ndec;
 	float ret;
+	double throughput;		/* samples/s of its plan */
+};
+
+/* How closely the trained policy builds one composition's best entry. */
+struct fit {
+	int decisions[POLICY_NUM_HEADS];	/* the entry's, per head */
+	int matched[POLICY_NUM_HEADS];	/* where the argmax is the entry's */
+	bool whole;			/* every decision matched */
+	double target;			/* the entry's samples/s; 0: none */
+	double greedy;			/* samples/s the greedy construction reaches */
+	double best;			/* the best of POLICY_BATCH constructions */
 };
 
 struct comp {
@@ -495,6 +506,7 @@ static int sil_offer(struct comp *c, const struct policy_trace *t)
 	e->dec = copy;
 	e->ndec = t->ndec;
 	e->ret = t->ret;
+	e->throughput = t->throughput;
 	if (t->ret > c->best_ret)
 		c->best_ret = t->ret;
 	return 1;
@@ -693,6 +705,127 @@ static void progress(const struct trainer *tr, long done, double mean,
 	fflush(stderr);
 }
 
+/* ---------------------------------------------------------------------
+ * The fit report (--fit-report).
+ * ------------------------------------------------------------------- */
+
+struct fit_ctx {
+	struct trainer *tr;
+	struct fit *fit;		/* [ncomps] */
+};
+
+/* The entry of @c's replay buffers with the best return, or NULL. */
+static const struct sil_entry *best_entry(const struct comp *c)
+{
+	const struct sil_entry *best = NULL;
+
+	for (int d = 0; d <= POLICY_DMAX; d++)
+		if (c->sil[d].dec && (!best || c->sil[d].ret > best->ret))
+			best = &c->sil[d];
+	return best;
+}
+
+/*
+ * Composition @i: the policy's argmax at each decision of the best entry
+ * (teacher-forced, the states the entry went through), then the
+ * constructions planning makes (one greedy, the rest sampled, seeded as
+ * arachne-plan --seed S seeds them, S the training seed) against the
+ * entry's samples/s.
+ */
+static void fit_task(void *p, int thread, int i)
+{
+	struct fit_ctx *fc = p;
+	struct trainer *tr = fc->tr;
+	struct comp *c = &tr->comps[i];
+	struct fit *f = &fc->fit[i];
+	const struct sil_entry *e = best_entry(c);
+	struct policy_work *w = &tr->work[thread];
+
+	if (!e || e->throughput <= 0.0 || rows_reserve(tr, thread, e->ndec) < 0)
+		return;
+	policy_net_forward(&tr->net, w, e->dec, e->ndec);
+	f->whole = true;
+	for (int r = 0; r < e->ndec; r++) {
+		const float *logits = w->logits + (size_t)r * POLICY_MAX_CANDS;
+		const struct policy_decision *d = &e->dec[r];
+		int argmax = -1;
+
+		for (int k = 0; k < policy_head_cands(d->head); k++)
+			if ((d->mask & (1u << k)) &&
+			    (argmax < 0 || logits[k] > logits[argmax]))
+				argmax = k;
+		f->decisions[d->head]++;
+		f->matched[d->head] += argmax == d->action;
+		f->whole &= argmax == d->action;
+	}
+	for (int k = 0; k < POLICY_BATCH; k++) {
+		struct policy_rollout_opts opts = {
+			.draw = k == 0 ? POLICY_DRAW_GREEDY : POLICY_DRAW_SAMPLE,
+			.temperature = 1.0f,
+		};
+		struct policy_trace t = { 0 };
+		struct policy_episode ep;
+		struct policy_rng rng;
+
+		policy_rng_seed(&rng, tr->o->seed, (uint64_t)k + 1);
+		if (policy_episode_init(&ep, &c->env) < 0)
+			return;
+		if (policy_rollout(&ep, &tr->net, w, &rng, &opts, &t) == 0) {
+			if (k == 0)
+				f->greedy = t.throughput;
+			f->best = fmax(f->best, t.throughput);
+		}
+		policy_trace_fini(&t);
+		policy_episode_fini(&ep);
+	}
+	f->target = e->throughput;
+}
+
+/* A construction reaches its target: to a relative 1e-4, as the grid's counts compare. */
+#define FIT_REACHED(x, target)	((x) >= (target) * (1.0 - 1e-4))
+
+static int fit_report(struct trainer *tr, struct policy_train_result *res)
+{
+	struct fit_ctx fc = { tr, calloc(tr->ncomps, sizeof(*fc.fit)) };
+	long decisions[POLICY_NUM_HEADS] = { 0 }, matched[POLICY_NUM_HEADS] = { 0 };
+	double log_greedy = 0.0, log_best = 0.0;
+	int n = 0, whole = 0, greedy = 0, best = 0;
+
+	if (!fc.fit)
+		return -ENOMEM;
+	planner_parallel(fit_task, &fc, tr->ncomps, tr->threads);
+	for (int i = 0; i < tr->ncomps; i++) {
+		const struct fit *f = &fc.fit[i];
+
+		if (f->target <= 0.0)
+			continue;
+		n++;
+		for (int h = 0; h < POLICY_NUM_HEADS; h++) {
+			decisions[h] += f->decisions[h];
+			matched[h] += f->matched[h];
+		}
+		whole += f->whole;
+		greedy += FIT_REACHED(f->greedy, f->target);
+		best += FIT_REACHED(f->best, f->target);
+		/* a construction that built nothing counts as a hundredth */
+		log_greedy += log(fmax(f->greedy, 0.01 * f->target) / f->target);
+		log_best += log(fmax(f->best, 0.01 * f->target) / f->target);
+	}
+	free(fc.fit);
+	res->fit_compositions = n;
+	if (n == 0)
+		return 0;
+	for (int h = 0; h < POLICY_NUM_HEADS; h++)
+		res->fit_decisions[h] = decisions[h] ?
+			(double)matched[h] / decisions[h] : 1.0;
+	res->fit_whole = (double)whole / n;
+	res->fit_greedy = (double)greedy / n;
+	res->fit_greedy_gmean = exp(log_greedy / n);
+	res->fit_best = (double)best / n;
+	res->fit_best_gmean = exp(log_best / n);
+	return 0;
+}
+
 static int save(const struct trainer *tr, long episodes)
 {
 	struct policy_meta meta = { .feature_version = POLICY_FEATURE_VERSION,
@@ -886,6 +1019,11 @@ int policy_train(const struct costmodel *cm, const struct policy_train_opts *o,
 			if (rc < 0)
 				goto out;
 		}
+	}
+	if (o->fit_report) {
+		rc = fit_report(&tr, res);
+		if (rc < 0)
+			goto out;
 	}
 	if (o->out) {
 		rc = save(&tr, o->episodes);
