@@ -228,6 +228,17 @@ void policy_net_adam(struct policy_net *net, float lr, float beta1, float beta2,
 void policy_log_softmax(const float *logits, uint32_t mask, int ncand,
 			float *logp);
 
+/* The allowed candidate of @ncand with the highest @score, the first among equals; -1 if none. */
+static inline int policy_masked_argmax(const float *score, uint32_t mask, int ncand)
+{
+	int best = -1;
+
+	for (int c = 0; c < ncand; c++)
+		if ((mask & (1u << c)) && (best < 0 || score[c] > score[best]))
+			best = c;
+	return best;
+}
+
 /* ---------------------------------------------------------------------
  * The loss (loss.c): PPO-clipped GRPO surrogate, entropy bonus and
  * self-imitation over a batch of decisions.

@@ -487,9 +487,7 @@ static int decide(const struct policy_net *net, struct policy_work *w,
 		a = mask_nth(forced_mask, policy_rng_below(rng, mask_count(forced_mask)));
 		d->forced = 1;
 	} else if (draw == POLICY_DRAW_GREEDY) {
-		for (int c = 0; c < nc; c++)
-			if ((d->mask & (1u << c)) && (a < 0 || logp[c] > logp[a]))
-				a = c;
+		a = policy_masked_argmax(logp, d->mask, nc);
 	} else {
 		float scaled[POLICY_MAX_CANDS];
 		double u = policy_rng_uniform(rng), acc = 0.0;

@@ -72,6 +72,7 @@ struct fit {
 	double target;			/* the entry's samples/s; 0: none */
 	double greedy;			/* samples/s the greedy construction reaches */
 	double best;			/* the best of POLICY_BATCH constructions */
+	int rc;				/* < 0: it could not be measured (no memory) */
 };
 
 struct comp {
@@ -741,19 +742,18 @@ static void fit_task(void *p, int thread, int i)
 	const struct sil_entry *e = best_entry(c);
 	struct policy_work *w = &tr->work[thread];
 
-	if (!e || e->throughput <= 0.0 || rows_reserve(tr, thread, e->ndec) < 0)
+	if (!e || e->throughput <= 0.0)
+		return;
+	f->rc = rows_reserve(tr, thread, e->ndec);
+	if (f->rc < 0)
 		return;
 	policy_net_forward(&tr->net, w, e->dec, e->ndec);
 	f->whole = true;
 	for (int r = 0; r < e->ndec; r++) {
-		const float *logits = w->logits + (size_t)r * POLICY_MAX_CANDS;
 		const struct policy_decision *d = &e->dec[r];
-		int argmax = -1;
+		int argmax = policy_masked_argmax(w->logits + (size_t)r * POLICY_MAX_CANDS,
+						  d->mask, policy_head_cands(d->head));
 
-		for (int k = 0; k < policy_head_cands(d->head); k++)
-			if ((d->mask & (1u << k)) &&
-			    (argmax < 0 || logits[k] > logits[argmax]))
-				argmax = k;
 		f->decisions[d->head]++;
 		f->matched[d->head] += argmax == d->action;
 		f->whole &= argmax == d->action;
@@ -768,7 +768,8 @@ static void fit_task(void *p, int thread, int i)
 		struct policy_rng rng;
 
 		policy_rng_seed(&rng, tr->o->seed, (uint64_t)k + 1);
-		if (policy_episode_init(&ep, &c->env) < 0)
+		f->rc = policy_episode_init(&ep, &c->env);
+		if (f->rc < 0)
 			return;
 		if (policy_rollout(&ep, &tr->net, w, &rng, &opts, &t) == 0) {
 			if (k == 0)
@@ -797,6 +798,12 @@ static int fit_report(struct trainer *tr, struct policy_train_result *res)
 	for (int i = 0; i < tr->ncomps; i++) {
 		const struct fit *f = &fc.fit[i];
 
+		if (f->rc < 0) {
+			int rc = f->rc;
+
+			free(fc.fit);
+			return rc;
+		}
 		if (f->target <= 0.0)
 			continue;
 		n++;
@@ -1020,13 +1027,14 @@ int policy_train(const struct costmodel *cm, const struct policy_train_opts *o,
 				goto out;
 		}
 	}
-	if (o->fit_report) {
-		rc = fit_report(&tr, res);
+	if (o->out) {
+		rc = save(&tr, o->episodes);
 		if (rc < 0)
 			goto out;
 	}
-	if (o->out) {
-		rc = save(&tr, o->episodes);
+	/* after the save: a report that fails loses no training */
+	if (o->fit_report) {
+		rc = fit_report(&tr, res);
 		if (rc < 0)
 			goto out;
 	}
