@@ -28,7 +28,7 @@
  * file written for another layout.
  * ------------------------------------------------------------------- */
 
-#define POLICY_FEATURE_VERSION	1
+#define POLICY_FEATURE_VERSION	2
 
 #define POLICY_SLOTS		8	/* GPU-type slots (canonical order) */
 #define POLICY_NUM_TP		4	/* TP degrees 1, 2, 4, 8 */
@@ -88,7 +88,15 @@ enum policy_comp_feature {
 #define POLICY_TYPES_OFF	0
 #define POLICY_GLOBAL_OFF	(POLICY_SLOTS * POLICY_TYPE_FEATURES)
 #define POLICY_COMP_OFF		(POLICY_GLOBAL_OFF + POLICY_GLOBAL_FEATURES)
-#define POLICY_STATE_DIM	(POLICY_COMP_OFF + POLICY_COMP_FEATURES)
+/*
+ * Per candidate depth d = 1..DMAX, after the composition block: the share
+ * of the free GPUs a d-stage pipeline leaves idle, its bubble, the blocks
+ * per stage against the mean stage capacity, and the share left usable
+ * where the blocks fit (depth_features() in construct.c).
+ */
+#define POLICY_DEPTH_FEATURES	4
+#define POLICY_DEPTHF_OFF	(POLICY_COMP_OFF + POLICY_COMP_FEATURES)
+#define POLICY_STATE_DIM	(POLICY_DEPTHF_OFF + POLICY_DMAX * POLICY_DEPTH_FEATURES)
 
 /* Candidate features of the TP head beyond the chosen type's block. */
 #define POLICY_TP_FEATURES	(POLICY_NUM_TP + 5) /* one-hot k, alpha, phi, mu, nodes, ok */
@@ -118,6 +126,8 @@ enum policy_head {
 
 #define POLICY_DEV_IN	(POLICY_HIDDEN + POLICY_TYPE_FEATURES)
 #define POLICY_TP_IN	(POLICY_HIDDEN + POLICY_TYPE_FEATURES + POLICY_TP_FEATURES)
+/* depth candidate row: z, one-hot candidate, replicas term, the depth features */
+#define POLICY_DEPTH_IN	(POLICY_HIDDEN + POLICY_DEPTH_CANDS + 1 + POLICY_DEPTH_FEATURES)
 
 /* Parameter tensors, in the order of the arena and of the weights file. */
 enum policy_tensor {

@@ -291,6 +291,39 @@ void policy_partial_push(struct policy_episode *ep, int slot, int k)
  * The state vector (Table 2).
  * ------------------------------------------------------------------- */
 
+/*
+ * Per candidate depth d: what a d-stage pipeline on the @free_total free
+ * GPUs would face, so that the depth head scores each depth by its own
+ * numbers as the type and TP heads do their candidates.  The bubble
+ * counts micro-batches of one sample, m = global batch / replicas; the
+ * load is the blocks per stage over the cluster's mean TP-1 stage
+ * capacity, capped at 4x and scaled to [0, 1] (so at most 0.25 fits).
+ */
+static void depth_features(const struct policy_env *env, int free_total, float *out)
+{
+	double mean_capacity = 0.0;
+	int batch = costmodel_model(env->cm)->global_batch;
+
+	for (int s = 0; s < env->nslots; s++)
+		mean_capacity += env->type_gpus[s] * env->capacity[s][0];
+	mean_capacity = env->gpus ? mean_capacity / env->gpus : 0.0;
+	for (int d = 1; d <= POLICY_DMAX; d++) {
+		float *f = out + (d - 1) * POLICY_DEPTH_FEATURES;
+		int replicas = free_total / d;
+		double m = replicas > 0 ? fmax(1.0, (double)batch / replicas) : 1.0;
+		double idle = free_total ? 1.0 - (double)replicas * d / free_total : 1.0;
+		double bubble = (d - 1) / (m + d - 1);
+		double load = mean_capacity > 0 ?
+			fmin(env->blocks / (d * mean_capacity), 4.0) / 4.0 : 1.0;
+		int fits = load <= 0.25;
+
+		f[0] = (float)idle;
+		f[1] = (float)bubble;
+		f[2] = (float)load;
+		f[3] = fits ? (float)((1.0 - idle) * (1.0 - bubble)) : 0.0f;
+	}
+}
+
 void policy_state_build(const struct policy_episode *ep, enum policy_head head,
 			int slot, float *x)
 {
@@ -341,6 +374,7 @@ void policy_state_build(const struct policy_episode *ep, enum policy_head head,
 		g[PG_HELD] = (float)fmin(p->held / env->blocks, 2.0) / 2.0f;
 		g[PG_PREV_TP] = prev_tp ? (float)(log2(prev_tp) / 3.0) : 0.0f;
 	}
+	depth_features(env, free_total, x + POLICY_DEPTHF_OFF);
 	g[PG_PHASE + head] = 1.0f;
 	g[PG_THROUGHPUT] = (float)fmin(ep->throughput / env->reference, 2.0);
 	g[PG_TEMPLATES] = (float)ep->plan->ntemplates / POLICY_MAX_STEPS;

@@ -5,15 +5,17 @@
  *
  * Shapes: N decisions in a batch, SDIM = POLICY_STATE_DIM, HID = POLICY_HIDDEN,
  * HW = POLICY_HEAD, FHID = POLICY_FILM_HIDDEN, FOUT = POLICY_FILM_OUT, R rows of
- * candidate inputs (1 per depth decision, SLOTS per device decision,
- * NUM_TP per TP decision).
+ * candidate inputs (DEPTH_CANDS per depth decision, SLOTS per device
+ * decision, NUM_TP per TP decision).  Every head scores each candidate
+ * from its own row, so a candidate is judged by its own features.
  *
  *   comp (N, COMP) --film1+relu--> film_h (N, FHID) --film2--> film (N, FOUT)
  *   x (N, SDIM) --bb1--> bb1 (N, HID) --FiLM(gamma1, beta1)+relu--> h1
  *            --bb2--> bb2 (N, HID) --FiLM(gamma2, beta2)+relu--> z (N, HID)
- *   depth:  z                       --l1--> pre (R, HW) --FiLM+relu--> h --l2--> 17 logits
- *   device: [z ; slot features]     --l1--> pre        --FiLM+relu--> h --l2--> 1 score per slot
- *   TP:     [z ; slot ; TP features]--l1--> pre        --FiLM+relu--> h --l2--> 1 score per degree
+ *   depth:  [z ; one-hot d ; d's features] --l1--> pre (R, HW)
+ *   device: [z ; slot features]             --l1--> pre
+ *   TP:     [z ; slot ; TP features]        --l1--> pre
+ *   each:   pre --FiLM+relu--> h --l2--> 1 score per candidate (depth, slot or degree)
  *
  * FiLM scales by (1 + gamma) so that a zero generator leaves a layer as it is.
  */
@@ -36,8 +38,8 @@
 #define FOUT POLICY_FILM_OUT
 #define SDIM POLICY_STATE_DIM
 #define MAXC POLICY_MAX_CANDS
-#define MAXROWS POLICY_SLOTS	/* candidate rows per decision, at most */
-#define IN_STRIDE POLICY_TP_IN	/* row stride of head_in */
+#define MAXROWS POLICY_DEPTH_CANDS	/* candidate rows per decision, at most */
+#define IN_STRIDE (POLICY_TP_IN > POLICY_DEPTH_IN ? POLICY_TP_IN : POLICY_DEPTH_IN)
 
 /* Floats between the state vectors of consecutive decisions. */
 #define DEC_STRIDE ((int)(sizeof(struct policy_decision) / sizeof(float)))
@@ -51,10 +53,10 @@ static const struct policy_tensor_info tensor_info[POLICY_NUM_TENSORS] = {
 	[PW_BB1_B] = { "backbone.0.bias", HID, 1 },
 	[PW_BB2_W] = { "backbone.1.weight", HID, HID },
 	[PW_BB2_B] = { "backbone.1.bias", HID, 1 },
-	[PW_DEPTH1_W] = { "depth.0.weight", HW, HID },
+	[PW_DEPTH1_W] = { "depth.0.weight", HW, POLICY_DEPTH_IN },
 	[PW_DEPTH1_B] = { "depth.0.bias", HW, 1 },
-	[PW_DEPTH2_W] = { "depth.1.weight", POLICY_DEPTH_CANDS, HW },
-	[PW_DEPTH2_B] = { "depth.1.bias", POLICY_DEPTH_CANDS, 1 },
+	[PW_DEPTH2_W] = { "depth.1.weight", 1, HW },
+	[PW_DEPTH2_B] = { "depth.1.bias", 1, 1 },
 	[PW_DEV1_W] = { "device.0.weight", HW, POLICY_DEV_IN },
 	[PW_DEV1_B] = { "device.0.bias", HW, 1 },
 	[PW_DEV2_W] = { "device.1.weight", 1, HW },
@@ -73,7 +75,7 @@ static const struct {
 	int outs;			/* outputs of the second layer per row */
 } head_info[POLICY_NUM_HEADS] = {
 	[POLICY_HEAD_DEPTH] = { PW_DEPTH1_W, PW_DEPTH1_B, PW_DEPTH2_W, PW_DEPTH2_B,
-				HID, 1, POLICY_DEPTH_CANDS },
+				POLICY_DEPTH_IN, POLICY_DEPTH_CANDS, 1 },
 	[POLICY_HEAD_DEVICE] = { PW_DEV1_W, PW_DEV1_B, PW_DEV2_W, PW_DEV2_B,
 				 POLICY_DEV_IN, POLICY_SLOTS, 1 },
 	[POLICY_HEAD_TP] = { PW_TP1_W, PW_TP1_B, PW_TP2_W, PW_TP2_B,
@@ -98,7 +100,7 @@ const struct policy_tensor_info *policy_tensor_info(enum policy_tensor t)
 
 int policy_head_cands(enum policy_head head)
 {
-	return head == POLICY_HEAD_DEPTH ? POLICY_DEPTH_CANDS : head_info[head].rows;
+	return head_info[head].rows;
 }
 
 float *policy_net_tensor(struct policy_net *net, enum policy_tensor t)
@@ -214,7 +216,22 @@ static void head_rows_fill(float *rows, const struct policy_decision *d,
 
 	switch (d->head) {
 	case POLICY_HEAD_DEPTH:
-		memcpy(rows, z, HID * sizeof(*rows));
+		/* Candidate 0 is STOP (its one-hot alone); candidate d a
+		 * d-stage pipeline: the replicas it leaves and its features. */
+		for (int c = 0; c < POLICY_DEPTH_CANDS; c++) {
+			float *row = rows + (size_t)c * IN_STRIDE;
+
+			memset(row, 0, POLICY_DEPTH_IN * sizeof(*row));
+			memcpy(row, z, HID * sizeof(*row));
+			row[HID + c] = 1.0f;
+			if (c == 0)
+				continue;
+			row[HID + POLICY_DEPTH_CANDS] =
+				d->x[POLICY_GLOBAL_OFF + PG_PER_DEPTH + c - 1];
+			memcpy(row + HID + POLICY_DEPTH_CANDS + 1,
+			       d->x + POLICY_DEPTHF_OFF + (c - 1) * POLICY_DEPTH_FEATURES,
+			       POLICY_DEPTH_FEATURES * sizeof(*row));
+		}
 		break;
 	case POLICY_HEAD_DEVICE:
 		for (int c = 0; c < POLICY_SLOTS; c++) {
@@ -427,24 +444,13 @@ void policy_net_forward(const struct policy_net *net, struct policy_work *w,
 					  w->head_pre + (size_t)i * HW, film,
 					  film + HW, HW);
 		}
-		if (h == POLICY_HEAD_DEPTH) {
-			/* 17 outputs per row: straight into the logits */
-			for (int i = start; i < row; i++)
-				linear_forward(w->logits + (size_t)w->row_dec[i] * MAXC,
-					       w->head_h + (size_t)i * HW, HW,
-					       P(PW_DEPTH2_W), P(PW_DEPTH2_B), 1,
-					       HW, POLICY_DEPTH_CANDS);
-		} else {
-			linear_forward(w->scores + start,
-				       w->head_h + (size_t)start * HW, HW,
-				       P(head_info[h].w2), P(head_info[h].b2),
-				       count, HW, 1);
-			for (int i = start; i < row; i++) {
-				int r = w->row_dec[i];
+		/* One score per candidate row, scattered into its decision's logits. */
+		linear_forward(w->scores + start, w->head_h + (size_t)start * HW, HW,
+			       P(head_info[h].w2), P(head_info[h].b2), count, HW, 1);
+		for (int i = start; i < row; i++) {
+			int r = w->row_dec[i];
 
-				w->logits[(size_t)r * MAXC + (i - w->row_of[r])] =
-					w->scores[i];
-			}
+			w->logits[(size_t)r * MAXC + (i - w->row_of[r])] = w->scores[i];
 		}
 	}
 
@@ -476,29 +482,15 @@ void policy_net_backward(const struct policy_net *net, struct policy_work *w,
 			continue;
 		memset(w->d_head_h + (size_t)start * HW, 0,
 		       (size_t)count * HW * sizeof(float));
-		if (h == POLICY_HEAD_DEPTH) {
-			for (int i = start; i < start + count; i++) {
-				const float *dl = w->d_logits + (size_t)w->row_dec[i] * MAXC;
+		for (int i = start; i < start + count; i++) {
+			int r = w->row_dec[i];
 
-				linear_backward(w->d_head_h + (size_t)i * HW, HW,
-						G(PW_DEPTH2_W), G(PW_DEPTH2_B), dl,
-						w->head_h + (size_t)i * HW, HW,
-						P(PW_DEPTH2_W), 1, HW,
-						POLICY_DEPTH_CANDS);
-			}
-		} else {
-			for (int i = start; i < start + count; i++) {
-				int r = w->row_dec[i];
-
-				w->d_scores[i] = w->d_logits[(size_t)r * MAXC +
-							     (i - w->row_of[r])];
-			}
-			linear_backward(w->d_head_h + (size_t)start * HW, HW,
-					G(head_info[h].w2), G(head_info[h].b2),
-					w->d_scores + start,
-					w->head_h + (size_t)start * HW, HW,
-					P(head_info[h].w2), count, HW, 1);
+			w->d_scores[i] = w->d_logits[(size_t)r * MAXC + (i - w->row_of[r])];
 		}
+		linear_backward(w->d_head_h + (size_t)start * HW, HW,
+				G(head_info[h].w2), G(head_info[h].b2),
+				w->d_scores + start, w->head_h + (size_t)start * HW,
+				HW, P(head_info[h].w2), count, HW, 1);
 		for (int i = start; i < start + count; i++) {
 			int r = w->row_dec[i];
 			const float *film = w->film + (size_t)r * FOUT + film_head_off(h);
