@@ -67,19 +67,18 @@ static const struct policy_tensor_info tensor_info[POLICY_NUM_TENSORS] = {
 	[PW_TP2_B] = { "tp.1.bias", 1, 1 },
 };
 
-/* Per head: its layers, input width and candidate rows per decision. */
+/* Per head: its layers, input width and candidate rows per decision (one score each). */
 static const struct {
 	enum policy_tensor w1, b1, w2, b2;
 	int in;
 	int rows;
-	int outs;			/* outputs of the second layer per row */
 } head_info[POLICY_NUM_HEADS] = {
 	[POLICY_HEAD_DEPTH] = { PW_DEPTH1_W, PW_DEPTH1_B, PW_DEPTH2_W, PW_DEPTH2_B,
-				POLICY_DEPTH_IN, POLICY_DEPTH_CANDS, 1 },
+				POLICY_DEPTH_IN, POLICY_DEPTH_CANDS },
 	[POLICY_HEAD_DEVICE] = { PW_DEV1_W, PW_DEV1_B, PW_DEV2_W, PW_DEV2_B,
-				 POLICY_DEV_IN, POLICY_SLOTS, 1 },
+				 POLICY_DEV_IN, POLICY_SLOTS },
 	[POLICY_HEAD_TP] = { PW_TP1_W, PW_TP1_B, PW_TP2_W, PW_TP2_B,
-			     POLICY_TP_IN, POLICY_NUM_TP, 1 },
+			     POLICY_TP_IN, POLICY_NUM_TP },
 };
 
 /* Offsets into one FiLM output row. */
