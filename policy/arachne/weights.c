@@ -188,8 +188,9 @@ static int meta_parse(const json_t *root, struct policy_meta *meta,
 				 what, buf);
 	if (v != POLICY_FEATURE_VERSION)
 		return ar_seterr(-AR_EINVAL,
-				 "%s: written for feature version %ld, this build uses %d; retrain with arachne-train",
-				 what, v, POLICY_FEATURE_VERSION);
+				 "%s: written for feature version %ld, this build uses %d; "
+				 "install this build's policies (make install) or train one "
+				 "(arachne-train)", what, v, POLICY_FEATURE_VERSION);
 	meta->feature_version = (int)v;
 	rc = meta_string(md, "model", meta->model, sizeof(meta->model), what);
 	if (rc < 0)
