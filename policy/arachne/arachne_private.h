@@ -329,6 +329,7 @@ struct policy_env {
 	int type_nodes[POLICY_SLOTS];
 	int blocks;			/* layers a pipeline must hold */
 	double capacity[POLICY_SLOTS][POLICY_NUM_TP]; /* layers one stage can hold at depth 1 */
+	double mean_capacity;		/* capacity at TP 1, averaged over the GPUs */
 	double speed[POLICY_SLOTS][POLICY_NUM_TP];	/* costmodel_stage_speed(), cached */
 	int largest_node[POLICY_SLOTS];	/* GPUs of the type's largest node */
 	double reference;		/* optimistic samples/s: reward scale */

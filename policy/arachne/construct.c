@@ -301,20 +301,16 @@ void policy_partial_push(struct policy_episode *ep, int slot, int k)
  */
 static void depth_features(const struct policy_env *env, int free_total, float *out)
 {
-	double mean_capacity = 0.0;
 	int batch = costmodel_model(env->cm)->global_batch;
 
-	for (int s = 0; s < env->nslots; s++)
-		mean_capacity += env->type_gpus[s] * env->capacity[s][0];
-	mean_capacity = env->gpus ? mean_capacity / env->gpus : 0.0;
 	for (int d = 1; d <= POLICY_DMAX; d++) {
 		float *f = out + (d - 1) * POLICY_DEPTH_FEATURES;
 		int replicas = free_total / d;
 		double m = replicas > 0 ? fmax(1.0, (double)batch / replicas) : 1.0;
 		double idle = free_total ? 1.0 - (double)replicas * d / free_total : 1.0;
 		double bubble = (d - 1) / (m + d - 1);
-		double load = mean_capacity > 0 ?
-			fmin(env->blocks / (d * mean_capacity), 4.0) / 4.0 : 1.0;
+		double load = env->mean_capacity > 0 ?
+			fmin(env->blocks / (d * env->mean_capacity), 4.0) / 4.0 : 1.0;
 		int fits = load <= 0.25;
 
 		f[0] = (float)idle;

@@ -228,6 +228,10 @@ static void env_static_features(struct policy_env *env)
 	}
 	if (env->reference <= 0)
 		env->reference = 1.0;
+	env->mean_capacity = 0.0;
+	for (int s = 0; s < env->nslots; s++)
+		env->mean_capacity += env->type_gpus[s] * env->capacity[s][0];
+	env->mean_capacity /= env->gpus;
 }
 
 static void env_comp_features(struct policy_env *env)
