@@ -101,6 +101,22 @@ test_expect_success 'the fit report: two imitated compositions are learned, not 
 			v[u, \"greedy_gmean\"] >= v[t, \"greedy_gmean\"] }" trained untrained
 '
 
+# Two compositions are learned by heart by update 1500 (loss 6e-5); then
+# Adam's steps raise the loss (1e7 by update 4000 without the rollback,
+# and the greedy construction falls to 0.33x of the plans it imitates).
+test_expect_success 'a rising imitation loss goes back to the lowest window' '
+	"$ARACHNE_TRAIN" --model llama3-8b --episodes 1 --compositions 2 \
+		--imitation-steps 4000 --batch 2 --group 4 --seed 7 \
+		--out r.safetensors --fit-report >fit 2>err &&
+	grep "^imitation loss .* at update [0-9]*, lowest .*: back to update [0-9]*, rate 0.0005$" err &&
+	sed -n "s/.*imitation loss per decision .* first, \([0-9.e+-]*\) lowest (update [0-9]*), .* last; \([0-9]*\) rollbacks$/\1 \2/p" err >summary &&
+	test $(wc -l <summary) -eq 1 &&
+	awk "{ exit !(\$1 < 1e-3 && \$2 >= 1) }" summary &&
+	fit_values fit >trained &&
+	awk "\$1 == \"greedy_gmean\" { found = 1; if (\$2 < 0.9) bad = 1 }
+	     END { exit bad || !found }" trained
+'
+
 test_expect_success 'without --fit-report nothing is written on stdout' '
 	"$ARACHNE_TRAIN" --model llama3-8b --episodes 1 --compositions 2 \
 		--imitation-steps 20 --batch 2 --group 4 --seed 7 -q \

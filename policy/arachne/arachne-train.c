@@ -281,6 +281,12 @@ int main(int argc, char **argv)
 			"arachne-train: %s: mean normalized throughput %.4f -> %.4f (best %.4f), %d teacher plans, %ld climbed plans imitated, in %.0f s\n",
 			o.out, res.first_mean, res.last_mean, res.best, res.teachers,
 			res.distilled, res.elapsed_s);
+	if (!o.quiet && res.imitation_windows > 0)
+		fprintf(stderr,
+			"arachne-train: imitation loss per decision %.3g first, %.3g lowest (update %ld), %.3g last; %d rollbacks\n",
+			res.imitation_first, res.imitation_lowest,
+			res.imitation_lowest_update, res.imitation_last,
+			res.imitation_rollbacks);
 	if (o.fit_report)
 		fit_print(&res);
 	return 0;

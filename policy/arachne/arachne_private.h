@@ -698,6 +698,18 @@ struct policy_train_result {
 	long distilled;			/* climbed plans that entered the imitation */
 	int teachers;			/* compositions with a teacher plan */
 	/*
+	 * The imitation before the first rollout: the mean negative
+	 * log-likelihood per teacher decision in its first window of
+	 * updates, its lowest window (ending at update
+	 * imitation_lowest_update) and its last (windows: 0, no imitation),
+	 * and the times a rising loss took it back to the lowest window's
+	 * weights.
+	 */
+	int imitation_windows;
+	double imitation_first, imitation_lowest, imitation_last;
+	long imitation_lowest_update;
+	int imitation_rollbacks;
+	/*
 	 * With opts->fit_report, on the training compositions, against each
 	 * one's best replay entry (its teacher plan unless a rollout or a
 	 * climb passed it): the share of the entry's decisions where the

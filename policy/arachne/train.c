@@ -350,7 +350,7 @@ static void grad_task(void *p, int thread, int b)
 	struct policy_loss_row *rows;
 
 	memset(tr->grads[b], 0, tr->net.num_params * sizeof(float));
-	tr->losses[b] = 0.0f;
+	tr->losses[b] = NAN;	/* no rows */
 	for (int g = 0; g < group; g++)
 		if (tr->trace_rc[b * group + g] == 0)
 			cap += tr->traces[b * group + g].ndec;
@@ -560,9 +560,12 @@ static void bar_draw(char *bar, long done, long total)
 	bar[width] = '\0';
 }
 
-/* The same bar for the phases before the first rollout. */
+/*
+ * The same bar for the phases before the first rollout, with the loss of
+ * the last window of updates where there is one (NAN: none).
+ */
 static void phase_progress(const struct trainer *tr, const char *what,
-			   long done, long total, double t0)
+			   long done, long total, double t0, double loss)
 {
 	char bar[64];
 
@@ -571,6 +574,8 @@ static void phase_progress(const struct trainer *tr, const char *what,
 	bar_draw(bar, done, total);
 	fprintf(stderr, "\r[%s] %s %ld/%ld  %.0fs ", bar, what, done, total,
 		ar_now() - t0);
+	if (!isnan(loss))
+		fprintf(stderr, " loss %.3g ", loss);
 	if (done == total)
 		fputc('\n', stderr);
 	fflush(stderr);
@@ -636,7 +641,7 @@ static int teachers_build(struct trainer *tr)
 							      TEACHER_CHUNK;
 
 		planner_parallel(teacher_chunk_task, &ch, n, tr->threads);
-		phase_progress(tr, "teacher plans", first + n, tr->ncomps, t0);
+		phase_progress(tr, "teacher plans", first + n, tr->ncomps, t0, NAN);
 	}
 	for (int i = 0; i < tr->ncomps; i++) {
 		if (tr->teacher_rc[i] == -ENOMEM)
@@ -665,29 +670,135 @@ static void batch_draw(struct trainer *tr, struct policy_rng *pick, int nb)
 }
 
 /*
+ * The imitation's loss, the mean negative log-likelihood per decision of
+ * the teacher plans, is watched per window of updates.  Adam's steps do
+ * not shrink with the gradient, and this network (FiLM products of
+ * several layers) can grow sharp enough that they raise the loss: a
+ * spike that then runs away (1000 compositions: 0.43 at 25,000 updates,
+ * 1e15 at 40,000; docs/policy.md).  So a window whose loss rises well
+ * above the lowest so far takes the weights and Adam's moments back to
+ * the end of that lowest window and halves the rate, as large training
+ * runs recover from loss spikes.  A healthy run never meets the bound,
+ * and trains exactly as it would without it.
+ */
+#define IMITATION_WINDOW	500
+#define IMITATION_RISE		1.25	/* a window above lowest * this + slack */
+#define IMITATION_SLACK		0.005
+#define IMITATION_MAX_ROLLBACKS	8
+
+struct imitation_snapshot {
+	float *params, *adam_m, *adam_v;
+	long adam_t;
+	long update;			/* the updates done when it was taken */
+};
+
+static int snapshot_alloc(struct imitation_snapshot *s, size_t num_params)
+{
+	s->params = malloc(num_params * sizeof(float));
+	s->adam_m = malloc(num_params * sizeof(float));
+	s->adam_v = malloc(num_params * sizeof(float));
+	return s->params && s->adam_m && s->adam_v ? 0 : -ENOMEM;
+}
+
+static void snapshot_free(struct imitation_snapshot *s)
+{
+	free(s->params);
+	free(s->adam_m);
+	free(s->adam_v);
+}
+
+static void snapshot_take(struct imitation_snapshot *s,
+			  const struct policy_net *net, long update)
+{
+	size_t bytes = net->num_params * sizeof(float);
+
+	memcpy(s->params, net->params, bytes);
+	memcpy(s->adam_m, net->adam_m, bytes);
+	memcpy(s->adam_v, net->adam_v, bytes);
+	s->adam_t = net->adam_t;
+	s->update = update;
+}
+
+static void snapshot_restore(const struct imitation_snapshot *s,
+			     struct policy_net *net)
+{
+	size_t bytes = net->num_params * sizeof(float);
+
+	memcpy(net->params, s->params, bytes);
+	memcpy(net->adam_m, s->adam_m, bytes);
+	memcpy(net->adam_v, s->adam_v, bytes);
+	net->adam_t = s->adam_t;
+}
+
+/*
  * Before the first rollout: @steps updates of imitation alone, each on a
  * batch of compositions' teacher plans (behaviour cloning), so that the
  * rollouts start from a policy that already builds the search's plans.
  */
-static void imitate_teachers(struct trainer *tr, struct policy_rng *pick,
-			     long steps)
+static int imitate_teachers(struct trainer *tr, struct policy_rng *pick,
+			    long steps, struct policy_train_result *res)
 {
 	int nb = tr->o->batch < tr->ncomps ? tr->o->batch : tr->ncomps;
-	double t0 = ar_now();
+	double t0 = ar_now(), window_sum = 0.0;
+	long window_n = 0, window_rows = 0;
+	float rate = IMITATION_RATE;
+	struct imitation_snapshot best = { 0 };
 
+	if (snapshot_alloc(&best, tr->net.num_params) < 0) {
+		snapshot_free(&best);
+		return -ENOMEM;
+	}
+	snapshot_take(&best, &tr->net, 0);
 	for (int i = 0; i < nb * tr->o->group; i++)
 		tr->trace_rc[i] = -AR_EINFEASIBLE;	/* no rollout rows */
+	res->imitation_lowest = INFINITY;
 	for (long k = 0; k < steps; k++) {
-		if (k % 500 == 0)
-			phase_progress(tr, "imitation update", k, steps, t0);
+		double loss;
+
 		batch_draw(tr, pick, nb);
 		tr->sil_now = true;
 		planner_parallel(grad_task, tr, nb, tr->threads);
+		/* the loss of the weights before this update */
+		for (int b = 0; b < nb; b++)
+			if (!isnan(tr->losses[b])) {
+				window_sum += tr->losses[b] / SIL_WEIGHT;
+				window_rows++;
+			}
 		pcgrad_combine(tr, nb);
-		policy_net_adam(&tr->net, IMITATION_RATE, 0.9f, 0.999f, 1e-8f, 0.0f);
+		policy_net_adam(&tr->net, rate, 0.9f, 0.999f, 1e-8f, 0.0f);
+		if (++window_n < IMITATION_WINDOW && k < steps - 1)
+			continue;
+
+		loss = window_rows ? window_sum / window_rows : NAN;
+		window_sum = 0.0;
+		window_n = window_rows = 0;
+		if (isnan(loss))
+			continue;
+		if (res->imitation_windows++ == 0)
+			res->imitation_first = loss;
+		res->imitation_last = loss;
+		if (loss < res->imitation_lowest) {
+			res->imitation_lowest = loss;
+			res->imitation_lowest_update = k + 1;
+			snapshot_take(&best, &tr->net, k + 1);
+		} else if (loss > res->imitation_lowest * IMITATION_RISE +
+				  IMITATION_SLACK) {
+			snapshot_restore(&best, &tr->net);
+			rate /= 2.0f;
+			res->imitation_rollbacks++;
+			if (!tr->o->quiet)
+				fprintf(stderr,
+					"\nimitation loss %.3g at update %ld, lowest %.3g: back to update %ld, rate %.3g\n",
+					loss, k + 1, res->imitation_lowest,
+					best.update, rate);
+			if (res->imitation_rollbacks == IMITATION_MAX_ROLLBACKS)
+				break;
+		}
+		phase_progress(tr, "imitation update", k + 1, steps, t0, loss);
 	}
-	phase_progress(tr, "imitation update", steps, steps, t0);
+	snapshot_free(&best);
 	tr->sil_now = false;
+	return 0;
 }
 
 static void progress(const struct trainer *tr, long done, double mean,
@@ -968,7 +1079,9 @@ int policy_train(const struct costmodel *cm, const struct policy_train_opts *o,
 		if (!o->quiet)
 			fprintf(stderr, "imitating %d teacher plans for %ld updates\n",
 				tr.teachers, o->imitation_steps);
-		imitate_teachers(&tr, &pick, o->imitation_steps);
+		rc = imitate_teachers(&tr, &pick, o->imitation_steps, res);
+		if (rc < 0)
+			goto out;
 	}
 	for (tr.update = 0; tr.update < o->episodes; tr.update++) {
 		int nb = o->batch < tr.ncomps ? o->batch : tr.ncomps;
