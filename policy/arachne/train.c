@@ -674,12 +674,12 @@ static void batch_draw(struct trainer *tr, struct policy_rng *pick, int nb)
  * the teacher plans, is watched per window of updates.  Adam's steps do
  * not shrink with the gradient, and this network (FiLM products of
  * several layers) can grow sharp enough that they raise the loss: a
- * spike that then runs away (1000 compositions: 0.43 at 25,000 updates,
+ * spike that then runs away (1000 compositions: 0.43 at 21,000 updates,
  * 1e15 at 40,000; docs/policy.md).  So a window whose loss rises well
  * above the lowest so far takes the weights and Adam's moments back to
  * the end of that lowest window and halves the rate, as large training
- * runs recover from loss spikes.  A healthy run never meets the bound,
- * and trains exactly as it would without it.
+ * runs recover from loss spikes.  A run whose loss never rises that far
+ * (make policies' four) trains exactly as it would without it.
  */
 #define IMITATION_WINDOW	500
 #define IMITATION_RISE		1.25	/* a window above lowest * this + slack */
