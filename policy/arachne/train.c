@@ -689,7 +689,6 @@ static void batch_draw(struct trainer *tr, struct policy_rng *pick, int nb)
 struct imitation_snapshot {
 	float *params, *adam_m, *adam_v;
 	long adam_t;
-	long update;			/* the updates done when it was taken */
 };
 
 static int snapshot_alloc(struct imitation_snapshot *s, size_t num_params)
@@ -708,7 +707,7 @@ static void snapshot_free(struct imitation_snapshot *s)
 }
 
 static void snapshot_take(struct imitation_snapshot *s,
-			  const struct policy_net *net, long update)
+			  const struct policy_net *net)
 {
 	size_t bytes = net->num_params * sizeof(float);
 
@@ -716,7 +715,6 @@ static void snapshot_take(struct imitation_snapshot *s,
 	memcpy(s->adam_m, net->adam_m, bytes);
 	memcpy(s->adam_v, net->adam_v, bytes);
 	s->adam_t = net->adam_t;
-	s->update = update;
 }
 
 static void snapshot_restore(const struct imitation_snapshot *s,
@@ -748,9 +746,9 @@ static int imitate_teachers(struct trainer *tr, struct policy_rng *pick,
 		snapshot_free(&best);
 		return -ENOMEM;
 	}
-	snapshot_take(&best, &tr->net, 0);
 	for (int i = 0; i < nb * tr->o->group; i++)
 		tr->trace_rc[i] = -AR_EINFEASIBLE;	/* no rollout rows */
+	/* the first window is the lowest: a rollback always has a snapshot */
 	res->imitation_lowest = INFINITY;
 	for (long k = 0; k < steps; k++) {
 		double loss;
@@ -780,7 +778,7 @@ static int imitate_teachers(struct trainer *tr, struct policy_rng *pick,
 		if (loss < res->imitation_lowest) {
 			res->imitation_lowest = loss;
 			res->imitation_lowest_update = k + 1;
-			snapshot_take(&best, &tr->net, k + 1);
+			snapshot_take(&best, &tr->net);
 		} else if (loss > res->imitation_lowest * IMITATION_RISE +
 				  IMITATION_SLACK) {
 			snapshot_restore(&best, &tr->net);
@@ -790,7 +788,7 @@ static int imitate_teachers(struct trainer *tr, struct policy_rng *pick,
 				fprintf(stderr,
 					"\nimitation loss %.3g at update %ld, lowest %.3g: back to update %ld, rate %.3g\n",
 					loss, k + 1, res->imitation_lowest,
-					best.update, rate);
+					res->imitation_lowest_update, rate);
 			if (res->imitation_rollbacks == IMITATION_MAX_ROLLBACKS)
 				break;
 		}
