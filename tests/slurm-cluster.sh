@@ -36,6 +36,13 @@ done
 
 log() { printf 'slurm-cluster: %s\n' "$*" >&2; }
 die() { log "$*"; exit "${EXIT:-1}"; }
+# first_error LOG: the first error a daemon logged (usually the cause),
+# for a message that outlives LOG: the tests remove DIR when they end.
+first_error() {
+	local e
+	e=$(grep -h -i -m 1 -E 'error:|fatal:' "$1" 2>/dev/null | sed 's/^\[[^]]*\] //')
+	printf '%s (%s)' "${e:-no error logged}" "$1"
+}
 
 [ -n "$DIR" ] || die "usage: $0 start|stop DIR [PORT [PLUGSTACK-LINE]]"
 
@@ -159,8 +166,8 @@ CONF
 		--key-file="$DIR/munge/key/munge.key" \
 		--pid-file="$DIR/munge/munged.pid" \
 		--seed-file="$DIR/munge/key/munged.seed" \
-		--log-file="$DIR/log/munged.log" || die "munged failed (see $DIR/log/munged.log)"
-	slurmctld -c -i -f "$SLURM_CONF" || die "slurmctld failed (see $DIR/log/slurmctld.log)"
+		--log-file="$DIR/log/munged.log" || die "munged failed: $(first_error "$DIR/log/munged.log")"
+	slurmctld -c -i -f "$SLURM_CONF" || die "slurmctld failed: $(first_error "$DIR/log/slurmctld.log")"
 	for i in $(seq 1 51); do
 		timeout 5 scontrol ping 2>/dev/null | grep -q UP && break
 		[ "$i" -lt 51 ] || die "timed out after 10 s waiting for slurmctld to answer scontrol ping (see $DIR/log/slurmctld.log)"
@@ -168,7 +175,7 @@ CONF
 	done
 	for n in "${NODES[@]}"; do
 		mkdir -p "$DIR/spool/$n"
-		slurmd -N "$n" -f "$SLURM_CONF" || die "slurmd $n failed (see $DIR/log/slurmd-$n.log)"
+		slurmd -N "$n" -f "$SLURM_CONF" || die "slurmd $n failed: $(first_error "$DIR/log/slurmd-$n.log")"
 	done
 	for i in $(seq 1 100); do
 		idle=$(timeout 5 sinfo -h -N -t idle -o %N 2>/dev/null | sort -u | wc -l)
