@@ -5,10 +5,12 @@ set -eu
 cd "$(dirname "$0")/.."
 
 # Build tools, the libraries Arachne links, and what the tests start
-# (Open MPI, munge and Slurm for the end-to-end tests, sharness).
+# (Open MPI, munge and Slurm for the end-to-end tests, sharness).  clang
+# builds the fuzz targets; llvm brings llvm-symbolizer, without which
+# LeakSanitizer cannot name the libconfig frames of tests/fuzz/lsan.supp.
 packages="build-essential autoconf automake libtool pkg-config ca-certificates
 	libjansson-dev libiniparser-dev libconfig-dev libhwloc-dev hwloc
-	libcmocka-dev libopenblas-dev sharness gnuplot-nox jq clang libclang-rt-dev
+	libcmocka-dev libopenblas-dev sharness gnuplot-nox jq clang libclang-rt-dev llvm
 	libopenmpi-dev openmpi-bin
 	libslurm-dev slurmctld slurmd slurm-client munge
 	python3 procps iproute2 util-linux"
