@@ -170,7 +170,7 @@ CONF
 	slurmctld -c -i -f "$SLURM_CONF" || die "slurmctld failed: $(first_error "$DIR/log/slurmctld.log")"
 	for i in $(seq 1 51); do
 		timeout 5 scontrol ping 2>/dev/null | grep -q UP && break
-		[ "$i" -lt 51 ] || die "timed out after 10 s waiting for slurmctld to answer scontrol ping (see $DIR/log/slurmctld.log)"
+		[ "$i" -lt 51 ] || die "timed out after 10 s waiting for slurmctld to answer scontrol ping: $(first_error "$DIR/log/slurmctld.log")"
 		sleep 0.2
 	done
 	for n in "${NODES[@]}"; do
