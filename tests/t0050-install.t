@@ -158,7 +158,20 @@ test_expect_success 'the installed man pages have every placeholder filled in' '
 	test "$(wc -l <manpages)" -ge 5 &&
 	! xargs grep -l "@[A-Z_]*@" <manpages &&
 	grep "^\.TH ARACHNECTL 1 \"[0-9-]*\" \"arachne [0-9]" \
-		"$(grep "/arachnectl\.1$" manpages)"
+		"$(grep "/arachnectl\.1$" manpages)" &&
+	grep "^\.TH ARACHNE-LAUNCH 1 " "$(grep "/arachne-launch\.1$" manpages)"
+'
+
+test_expect_success 'every installed program has its man page' '
+	find "$ROOT" -path "*/bin/*" -type f >programs &&
+	test "$(wc -l <programs)" -ge 7 &&
+	while read -r program; do
+		name=${program##*/} &&
+		grep -q "/man[18]/$name\.[18]$" manpages || {
+			echo "$name has no man page"
+			return 1
+		}
+	done <programs
 '
 
 test_expect_success 'the example plugstack line names the plugin where it was installed' '

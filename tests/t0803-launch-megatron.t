@@ -169,4 +169,49 @@ test_expect_success 'an unknown framework is refused' '
 	grep "is not megatron" fw2.err
 '
 
+
+test_expect_success '--help prints the usage and exits 0; after PROGRAM it is PROGRAM'"'"'s' '
+	python3 "$LAUNCH" --help >help.out &&
+	grep "^    srun arachne-launch \[--framework megatron\] PROGRAM" help.out &&
+	grep "arachne-launch(1)" help.out &&
+	launch pp2.json 0 0 0 0 n0 >pp2-help.out &&
+	env ARACHNE_LAUNCH_DRY_RUN=1 ARACHNE_ROLE=worker ARACHNE_PLAN=pp2.json \
+		ARACHNE_STAGE=0 ARACHNE_TP_RANK=0 ARACHNE_PIPELINE=0 \
+		ARACHNE_DP_RANK=0 ARACHNE_LOCAL_GPU=0 ARACHNE_RDZV_ADDR=n0:29500 \
+		python3 "$LAUNCH" train.py --help >passed.out &&
+	grep "^train.py --help --tensor-model-parallel-size 2 " passed.out
+'
+
+# role [-u VAR] [VAR=VALUE]: a dry run of stage 0 of pp2.json with this change.
+role() {
+	env ARACHNE_LAUNCH_DRY_RUN=1 ARACHNE_ROLE=worker ARACHNE_PLAN=pp2.json \
+		ARACHNE_STAGE=0 ARACHNE_TP_RANK=0 ARACHNE_PIPELINE=0 \
+		ARACHNE_DP_RANK=0 ARACHNE_LOCAL_GPU=0 ARACHNE_RDZV_ADDR=n0:29500 \
+		env "$@" python3 "$LAUNCH" train.py
+}
+
+test_expect_success 'a missing or malformed role, or a bad plan, is named; nothing starts' '
+	test_expect_code 1 role -u ARACHNE_ROLE 2>role.err &&
+	grep "no ARACHNE_ROLE: run it under srun" role.err &&
+	test_expect_code 1 role -u ARACHNE_TP_RANK >out 2>tp.err &&
+	grep "ARACHNE_TP_RANK is not set: arachne.so sets it" tp.err &&
+	test_expect_code 1 role ARACHNE_STAGE=one >>out 2>stage.err &&
+	grep "ARACHNE_STAGE=.one. is not a number" stage.err &&
+	test_expect_code 1 role ARACHNE_RDZV_ADDR=n0 >>out 2>rdzv.err &&
+	grep "ARACHNE_RDZV_ADDR=.n0. is not HOST:PORT" rdzv.err &&
+	test_expect_code 1 role -u ARACHNE_PLAN >>out 2>plan.err &&
+	grep "no ARACHNE_PLAN" plan.err &&
+	test_expect_code 1 role ARACHNE_PLAN=missing.json >>out 2>missing.err &&
+	grep "cannot read the plan missing.json" missing.err &&
+	echo "{\"templates\": [" >broken.json &&
+	test_expect_code 1 role ARACHNE_PLAN=broken.json >>out 2>broken.err &&
+	grep "cannot read the plan broken.json" broken.err &&
+	echo "{\"templates\": [{}]}" >empty.json &&
+	test_expect_code 1 role ARACHNE_PLAN=empty.json >>out 2>empty.err &&
+	grep "the plan empty.json is not an Arachne plan (KeyError" empty.err &&
+	test_must_be_empty out &&
+	! grep Traceback role.err tp.err stage.err rdzv.err plan.err missing.err \
+		broken.err empty.err
+'
+
 test_done
