@@ -65,6 +65,7 @@ static void usage(FILE *f)
 		"       arachne-migrate --migration FILE --state-dir DIR --rendezvous DIR\n"
 		"                       [--node NAME --gpu N | --rank R] [--wait-s S] [--address IP]\n"
 		"       arachne-migrate --from ... --to ... --cluster ... --model ... --output FILE\n"
+		"       arachne-migrate --help | --version\n"
 		"Without --rendezvous it runs under mpirun with one rank per GPU of the\n"
 		"migration; with it, each process is started on its own (one srun per\n"
 		"allocation) and the processes meet through the directory.\n");
@@ -91,6 +92,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "wait-s", required_argument, NULL, 'W' },
 		{ "address", required_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char *end;
@@ -98,7 +100,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 
 	*a = (struct args){ .transport = NULL, .timeout_s = 60.0,
 			    .gpu = -1, .rank = -1, .wait_s = 600.0 };
-	while ((c = getopt_long(argc, argv, "v", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "vV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'f': a->from = optarg; break;
 		case 't': a->to = optarg; break;
@@ -139,6 +141,9 @@ static int parse_args(int argc, char **argv, struct args *a)
 		}
 		case 'h':
 			usage(stdout);
+			exit(0);
+		case 'V':
+			printf("arachne-migrate %s\n", PACKAGE_VERSION);
 			exit(0);
 		default:
 			usage(stderr);

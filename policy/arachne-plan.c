@@ -74,7 +74,8 @@ static void usage(FILE *f)
 "      --min-samples-per-s R  with --objective cost: the least throughput a\n"
 "                          plan must reach (default 0)\n"
 "  -q, --quiet             no progress on stderr\n"
-"  -h, --help              this help\n");
+"  -h, --help              this help\n"
+"  -V, --version           the version\n");
 }
 
 static int parse_int(const char *opt, const char *s, long min, long max,
@@ -215,7 +216,7 @@ int main(int argc, char **argv)
 		{ "threads", required_argument, NULL, 'j' },
 		{ "seed", required_argument, NULL, 'S' },
 		{ "starts", required_argument, NULL, 'T' },
-		{ "no-overlap", no_argument, NULL, 'V' },
+		{ "no-overlap", no_argument, NULL, 'n' },
 		{ "no-climb", no_argument, NULL, 'N' },
 		{ "seed-planners", no_argument, NULL, 'D' },
 		{ "evaluations", required_argument, NULL, 'E' },
@@ -225,6 +226,7 @@ int main(int argc, char **argv)
 		{ "framework", required_argument, NULL, 'F' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
 	};
 	const char *model = NULL, *cluster = NULL, *evaluate = NULL;
@@ -239,7 +241,7 @@ int main(int argc, char **argv)
 	int c, rc, status = EXIT_BADINPUT;
 	long v;
 
-	while ((c = getopt_long(argc, argv, "m:c:p:e:b:s:B:P:d:f:o:j:qh",
+	while ((c = getopt_long(argc, argv, "m:c:p:e:b:s:B:P:d:f:o:j:qhV",
 				longopts, NULL)) != -1) {
 		switch (c) {
 		case 'm': model = optarg; break;
@@ -250,7 +252,7 @@ int main(int argc, char **argv)
 		case 'd': copts.profiles_dir = optarg; break;
 		case 'o': output = optarg; break;
 		case 'q': req.quiet = true; break;
-		case 'V': copts.no_overlap = true; break;
+		case 'n': copts.no_overlap = true; break;
 		case 'b':
 			if (parse_int("--global-batch", optarg, 1, 1 << 24, &v) < 0)
 				return EXIT_BADINPUT;
@@ -350,6 +352,9 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
+			return 0;
+		case 'V':
+			printf("arachne-plan %s\n", PACKAGE_VERSION);
 			return 0;
 		default:
 			usage(stderr);

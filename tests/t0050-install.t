@@ -174,6 +174,32 @@ test_expect_success 'every installed program has its man page' '
 	done <programs
 '
 
+test_expect_success 'every program answers --help and --version (the launcher --help)' '
+	version=$(sed -n "s/^#define PACKAGE_VERSION \"\(.*\)\"$/\1/p" \
+		"$top_builddir/config.h") &&
+	test -n "$version" &&
+	while read -r program; do
+		name=${program##*/} &&
+		built= &&
+		for dir in policy costmodel migrate plannerd slurm-examples \
+			slurm-examples/gpt; do
+			for top in "$top_builddir" "$top_srcdir"; do
+				test -n "$built" || ! test -x "$top/$dir/$name" ||
+					built=$top/$dir/$name
+			done
+		done &&
+		test -n "$built" &&
+		"$built" --help >help.out &&
+		test -s help.out &&
+		if test "$name" = arachne-launch; then continue; fi &&
+		"$built" --version >version.out &&
+		grep "^$name .*$version$" version.out || {
+			echo "$name: --help or --version"
+			return 1
+		}
+	done <programs
+'
+
 test_expect_success 'the example plugstack line names the plugin where it was installed' '
 	line=$(grep "^required " "$(find "$ROOT" -path "*/doc/arachne/examples/arachne.conf")") &&
 	echo "$line" &&
