@@ -190,6 +190,18 @@ role() {
 		env "$@" python3 "$LAUNCH" train.py
 }
 
+# Python ignores SIGPIPE, and exec keeps an ignored signal ignored.
+test_expect_success 'PROGRAM runs with SIGPIPE at its default, not ignored' '
+	env ARACHNE_ROLE=worker ARACHNE_PLAN=pp2.json ARACHNE_STAGE=0 \
+		ARACHNE_TP_RANK=0 ARACHNE_PIPELINE=0 ARACHNE_DP_RANK=0 \
+		ARACHNE_LOCAL_GPU=0 ARACHNE_RDZV_ADDR=n0:29500 \
+		python3 "$LAUNCH" sh -c "grep SigIgn /proc/self/status" sh >sigign.out &&
+	cat sigign.out &&
+	mask=$(sed -n "s/^SigIgn:[[:space:]]*//p" sigign.out) &&
+	test -n "$mask" &&
+	test $((0x$mask >> 12 & 1)) = 0
+'
+
 test_expect_success 'a missing or malformed role, or a bad plan, is named; nothing starts' '
 	test_expect_code 1 role -u ARACHNE_ROLE 2>role.err &&
 	grep "no ARACHNE_ROLE: run it under srun" role.err &&
