@@ -169,38 +169,34 @@ test_expect_success 'an unknown framework is refused' '
 	grep "is not megatron" fw2.err
 '
 
+# Stage 0 of pp2.json, as the plugin exports it.
+ROLE_ENV="ARACHNE_ROLE=worker ARACHNE_PLAN=pp2.json ARACHNE_STAGE=0
+	ARACHNE_TP_RANK=0 ARACHNE_PIPELINE=0 ARACHNE_DP_RANK=0
+	ARACHNE_LOCAL_GPU=0 ARACHNE_RDZV_ADDR=n0:29500"
 
 test_expect_success '--help prints the usage and exits 0; after PROGRAM it is PROGRAM'"'"'s' '
 	python3 "$LAUNCH" --help >help.out &&
 	grep "^    srun arachne-launch \[--framework megatron\] PROGRAM" help.out &&
 	grep "arachne-launch(1)" help.out &&
-	launch pp2.json 0 0 0 0 n0 >pp2-help.out &&
-	env ARACHNE_LAUNCH_DRY_RUN=1 ARACHNE_ROLE=worker ARACHNE_PLAN=pp2.json \
-		ARACHNE_STAGE=0 ARACHNE_TP_RANK=0 ARACHNE_PIPELINE=0 \
-		ARACHNE_DP_RANK=0 ARACHNE_LOCAL_GPU=0 ARACHNE_RDZV_ADDR=n0:29500 \
+	env $ROLE_ENV ARACHNE_LAUNCH_DRY_RUN=1 \
 		python3 "$LAUNCH" train.py --help >passed.out &&
 	grep "^train.py --help --tensor-model-parallel-size 2 " passed.out
 '
 
-# role [-u VAR] [VAR=VALUE]: a dry run of stage 0 of pp2.json with this change.
-role() {
-	env ARACHNE_LAUNCH_DRY_RUN=1 ARACHNE_ROLE=worker ARACHNE_PLAN=pp2.json \
-		ARACHNE_STAGE=0 ARACHNE_TP_RANK=0 ARACHNE_PIPELINE=0 \
-		ARACHNE_DP_RANK=0 ARACHNE_LOCAL_GPU=0 ARACHNE_RDZV_ADDR=n0:29500 \
-		env "$@" python3 "$LAUNCH" train.py
-}
-
 # Python ignores SIGPIPE, and exec keeps an ignored signal ignored.
 test_expect_success 'PROGRAM runs with SIGPIPE at its default, not ignored' '
-	env ARACHNE_ROLE=worker ARACHNE_PLAN=pp2.json ARACHNE_STAGE=0 \
-		ARACHNE_TP_RANK=0 ARACHNE_PIPELINE=0 ARACHNE_DP_RANK=0 \
-		ARACHNE_LOCAL_GPU=0 ARACHNE_RDZV_ADDR=n0:29500 \
-		python3 "$LAUNCH" sh -c "grep SigIgn /proc/self/status" sh >sigign.out &&
+	env $ROLE_ENV python3 "$LAUNCH" \
+		sh -c "grep SigIgn /proc/self/status" sh >sigign.out &&
 	cat sigign.out &&
 	mask=$(sed -n "s/^SigIgn:[[:space:]]*//p" sigign.out) &&
 	test -n "$mask" &&
 	test $((0x$mask >> 12 & 1)) = 0
 '
+
+# role [-u VAR | VAR=VALUE]: a dry run of that role with this change.
+role() {
+	env $ROLE_ENV ARACHNE_LAUNCH_DRY_RUN=1 env "$@" python3 "$LAUNCH" train.py
+}
 
 test_expect_success 'a missing or malformed role, or a bad plan, is named; nothing starts' '
 	test_expect_code 1 role -u ARACHNE_ROLE 2>role.err &&
