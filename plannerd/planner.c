@@ -251,8 +251,12 @@ int planner_replan(struct planner *planner, const json_t *old_request,
 				horizon_s);
 	if (old_here && old_rate > 0 && gain_s <= mig.stop_s) {
 		keep = true;
-		snprintf(reason, sizeof(reason), "the new plan would save %.3f s within the %.0f s horizon, less than the %.3f s migration stop",
-			 gain_s, horizon_s, mig.stop_s);
+		if (new->predicted.samples_per_s <= old_rate)
+			snprintf(reason, sizeof(reason), "no plan for the new composition is faster: the best found gives %.4g samples/s, the current one %.4g",
+				 new->predicted.samples_per_s, old_rate);
+		else
+			snprintf(reason, sizeof(reason), "the new plan would save %.3f s within the %.0f s horizon, no more than the %.3f s migration stop",
+				 gain_s, horizon_s, mig.stop_s);
 	} else if (!reason[0]) {
 		snprintf(reason, sizeof(reason), "the new plan saves %.3f s within the %.0f s horizon, more than the %.3f s migration stop",
 			 gain_s, horizon_s, mig.stop_s);

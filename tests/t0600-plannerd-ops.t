@@ -120,8 +120,18 @@ test_expect_success 'replan: a short horizon keeps the old plan and says why' '
 assert r[\"kept\"] is True, r
 assert r[\"gain_s\"] <= r[\"migration_s\"]
 assert r[\"migration\"] is None
-assert \"less than\" in r[\"reason\"]" &&
+assert r[\"new_samples_per_s\"] > r[\"old_samples_per_s\"] > 0, r
+assert \"no more than the\" in r[\"reason\"], r[\"reason\"]" &&
 	test "$(field keep.json .plan)" = "$(field plan3.json .plan)"
+'
+
+test_expect_success 'replan: no faster plan for the new composition, and the answer says that' '
+	ctl --json replan 43 --cluster small.json >same.json &&
+	python3 -c "import json; r=json.load(open(\"same.json\"))
+assert r[\"kept\"] is True and r[\"gain_s\"] == 0, r
+assert r[\"new_samples_per_s\"] <= r[\"old_samples_per_s\"], r
+assert r[\"reason\"].startswith(\"no plan for the new composition is faster: \"), r[\"reason\"]" &&
+	test "$(field same.json .plan)" = "$(field plan3.json .plan)"
 '
 
 test_expect_success 'replan: after nodes leave, the old plan cannot stay' '
@@ -145,9 +155,9 @@ test_expect_success 'status counts what happened' '
 assert s[\"plans_stored\"] == 2, s   # 42 and 45
 assert s[\"cache_hits\"] == 2, s     # the same job, then job 43
 assert s[\"plans_made\"] == 2, s     # 42 and 45
-assert s[\"replans\"] == 3, s
+assert s[\"replans\"] == 4, s
 assert s[\"errors\"] == 7, s
-assert s[\"requests\"] == 22, s  # each ctl call is one; the start-up ping too
+assert s[\"requests\"] == 23, s  # each ctl call is one; the start-up ping too
 assert s[\"node\"][\"gpus\"] == 4 and s[\"node\"][\"hostname\"] == \"gpu001\"
 assert s[\"planner\"] == \"exhaustive\" and s[\"uptime_s\"] > 0"
 '
