@@ -10,14 +10,15 @@ the trainer stops, the next segment of both allocations meets in the plan
 directory and moves the state, and both train together over TCP until B
 leaves, its state moving back while it trains; B ends and A trains on to
 the end.  Every step of the job must print the loss of the uninterrupted
-one-process run to 1e-5 relative.'
+one-process run to 1e-5 relative.  Last, C joins a job with GPUs no faster
+plan uses: the job keeps its plan and C gives them back at once.'
 . "$(dirname "$0")/lib.sh"
 
 require_gpt_mpi
 
 # slurm_setup unsets every ARACHNE_* of the environment.
 GPT_BIN=$ARACHNE_GPT
-SLURM_CLUSTER_NODES="node1:h100:2 node2:a6000:2 node3:h100:2"
+SLURM_CLUSTER_NODES="node1:h100:2 node2:a6000:2 node3:h100:2 node4:slow:2"
 export SLURM_CLUSTER_NODES
 slurm_setup 17150
 cd "$SLURM_DIR/work" || exit 1
@@ -68,9 +69,19 @@ test_expect_success PLANNERD 'setup: plannerd, the example script with arachne-g
 		"$top_builddir/costmodel/arachne-profile" synth -q --model gpt-tiny \
 			--gpu tiny-$g --profiles profiles || return 1
 	done &&
+	# and one that only slows a plan: as slow, with almost no bandwidth.
+	sed -e "s/^name = a6000\$/name = tiny-slow/" \
+		-e "s/^peak_tflops = [0-9.]*/peak_tflops = 1/" \
+		-e "s/^hbm_GBps = [0-9.]*/hbm_GBps = 1/" \
+		-e "s/^intra_node_GBps = [0-9.]*/intra_node_GBps = 0.1/" \
+		-e "s/^network_gbps = [0-9.]*/network_gbps = 0.1/" \
+		profiles/gpus/a6000.ini >profiles/gpus/tiny-slow.ini &&
+	"$top_builddir/costmodel/arachne-profile" synth -q --model gpt-tiny \
+		--gpu tiny-slow --profiles profiles &&
 	AR_PROFILES=$PWD/profiles && export AR_PROFILES &&
 	SLURM_GRES_MAP="{ gres = \"h100\"; gpu = \"tiny-h100\"; },
-		{ gres = \"a6000\"; gpu = \"tiny-a6000\"; }" &&
+		{ gres = \"a6000\"; gpu = \"tiny-a6000\"; },
+		{ gres = \"slow\"; gpu = \"tiny-slow\"; }" &&
 	slurm_plannerd_start &&
 	mkdir bin &&
 	ln -s "$GPT_BIN" "$top_builddir/migrate/arachne-migrate" bin/ &&
@@ -197,6 +208,33 @@ test_expect_success PLANNERD 'A trains to the end on node1; every step has the u
 		-q >ref.out &&
 	grep "^step " A.log >steps.out &&
 	"$GPT_CHECK" losses steps.out ref.out
+'
+
+# d_steps: the step lines of job D's log.
+d_steps() {
+	grep -c "^step " D.log
+}
+
+test_expect_success PLANNERD 'C joins with GPUs no faster plan uses: the plan stays, C gives them back' '
+	D=$(STATE=$PWD/state-d STEPS=1000000 sbatch --parsable -o D.log -w node1 \
+		-N1 --ntasks-per-node=2 --gres=gpu:2 "$EXAMPLES/train-elastic.sbatch") &&
+	wait_grep "^step 3 loss " D.log &&
+	C=$(sbatch --parsable -o C.log -w node4 -N1 --ntasks-per-node=2 \
+		--gres=gpu:2 --arachne=join=$D "$EXAMPLES/join-gpus.sbatch") &&
+	ar_wait_until 1200 "job $C to end" slurm_job_gone $C &&
+	cat C.log &&
+	grep "generation 2 of job $D uses none of these GPUs (no faster plan with them): giving them back" C.log &&
+	grep "generation 3 (leave) of job $D: no model state to move" C.log &&
+	grep "generation 3 (leave) done" C.log &&
+	test "$(slurm_job_state $C)" = COMPLETED &&
+	! grep "^step " C.log &&
+	python3 -c "import json, sys
+plans = [json.load(open(\"%s/plan.%d.json\" % (sys.argv[1], g)))[\"templates\"] for g in (1, 2, 3)]
+assert plans[0] == plans[1] == plans[2], plans" "$SLURM_PLAN_DIR/$D" &&
+	steps=$(d_steps) &&
+	ar_wait_until 1200 "job $D to train on" eval "test \$(d_steps) -gt $((steps + 2))" &&
+	scancel $D &&
+	ar_wait_until 600 "job $D to end" slurm_job_gone $D
 '
 
 test_done
