@@ -36,9 +36,9 @@ wait_grep() {
 	}
 }
 
-# steps_beyond N: job A's log has more than N step lines.
+# steps_beyond N [LOG]: job A's log (or LOG) has more than N step lines.
 steps_beyond() {
-	test "$(grep -c "^step " A.log)" -gt "$1"
+	test "$(grep -c "^step " "${2:-A.log}")" -gt "$1"
 }
 
 # trainer_ranks JOB: the pids of JOB's arachne-gpt ranks on this host.
@@ -210,11 +210,6 @@ test_expect_success PLANNERD 'A trains to the end on node1; every step has the u
 	"$GPT_CHECK" losses steps.out ref.out
 '
 
-# d_steps: the step lines of job D's log.
-d_steps() {
-	grep -c "^step " D.log
-}
-
 test_expect_success PLANNERD 'C joins with GPUs no faster plan uses: the plan stays, C gives them back' '
 	D=$(STATE=$PWD/state-d STEPS=1000000 sbatch --parsable -o D.log -w node1 \
 		-N1 --ntasks-per-node=2 --gres=gpu:2 "$EXAMPLES/train-elastic.sbatch") &&
@@ -237,8 +232,8 @@ test_expect_success PLANNERD 'C joins with GPUs no faster plan uses: the plan st
 	python3 -c "import json, sys
 plans = [json.load(open(\"%s/plan.%d.json\" % (sys.argv[1], g)))[\"templates\"] for g in (1, 2, 3)]
 assert plans[0] == plans[1] == plans[2], plans" "$SLURM_PLAN_DIR/$D" &&
-	steps=$(d_steps) &&
-	ar_wait_until 1200 "job $D to train on" eval "test \$(d_steps) -gt $((steps + 2))" &&
+	steps=$(grep -c "^step " D.log) &&
+	ar_wait_until 1200 "job $D to train on" steps_beyond $((steps + 2)) D.log &&
 	scancel $D &&
 	ar_wait_until 600 "job $D to end" slurm_job_gone $D
 '
