@@ -366,6 +366,7 @@ static bool placement_orders_differ(const struct costmodel_shape *shape,
 struct tiling {
 	int ep, etp;
 	double time, fwd, mem;		/* per MoE layer, memory with in-flight */
+	double state, act;		/* mem: state + in-flight x act */
 	double sync, gather, step;	/* per MoE layer: dense and expert */
 	double params;			/* dense parameters per GPU */
 };
@@ -485,10 +486,11 @@ static int stage_tilings(const struct costmodel *cm, int gpu, int tp, int W,
 			out[n].time = c.time_s;
 			out[n].fwd = c.fwd_s;
 			out[n].params = c.params;
-			out[n].mem = cm_state_bytes(cm, c.params, ctx->dist ? dense.n : 1) +
-				     cm_state_bytes(cm, c.expert_params,
-						    ctx->dist ? expert.n : 1) +
-				     inflight * c.act_bytes;
+			out[n].state = cm_state_bytes(cm, c.params, ctx->dist ? dense.n : 1) +
+				       cm_state_bytes(cm, c.expert_params,
+						      ctx->dist ? expert.n : 1);
+			out[n].act = c.act_bytes;
+			out[n].mem = out[n].state + inflight * out[n].act;
 			layer_sync(cm, ctx, &dense, c.params, hbm_Bps,
 				   &out[n].sync, &out[n].gather, &out[n].step);
 			layer_sync(cm, ctx, &expert, c.expert_params, hbm_Bps,
@@ -1134,6 +1136,25 @@ struct split_state {
 };
 
 /*
+ * Whether stages @a and @b of one template cost the same per layer: one
+ * GPU type and TP degree on links alike.  The link to the next stage is
+ * left out (only the stage's fixed p2p time reads it), and the
+ * micro-batches a stage holds in flight only scale its activations.
+ */
+static bool same_stage_kind(const struct costmodel_stage *a,
+			    const struct cm_stage_links *la,
+			    const struct costmodel_stage *b,
+			    const struct cm_stage_links *lb)
+{
+	return a->gpu == b->gpu && a->tp == b->tp &&
+	       la->net_Bps == lb->net_Bps && la->intra_Bps == lb->intra_Bps &&
+	       la->intra_step_s == lb->intra_step_s &&
+	       la->tp_comm_scale == lb->tp_comm_scale &&
+	       la->nodes == lb->nodes && la->local_min == lb->local_min &&
+	       la->gpus_per_node_min == lb->gpus_per_node_min;
+}
+
+/*
  * The rates of @t's stages for micro-batch @mbs with @micro_batches per
  * replica expected (for the in-flight counts), and the split of its
  * layers that balances them, into @state.
@@ -1149,6 +1170,13 @@ static int template_split(const struct costmodel *cm,
 	struct stage_rates *sr = state->sr;
 	struct tiling tiles[COSTMODEL_MAX_DEPTH][MAX_TILINGS];
 	int ntiles[COSTMODEL_MAX_DEPTH] = { 0 };
+	/* like[s]: the first stage of stage s's kind, whose rates it takes */
+	int like[COSTMODEL_MAX_DEPTH];
+	/* what a dense layer's memory is made of, and the transient of a
+	 * recomputed one: a stage of a kind seen before takes them */
+	double state_bytes[COSTMODEL_MAX_DEPTH][COSTMODEL_NUM_LAYER_TYPES];
+	double act_bytes[COSTMODEL_MAX_DEPTH][COSTMODEL_NUM_LAYER_TYPES];
+	double dense_transient[COSTMODEL_MAX_DEPTH] = { 0 };
 	int d = t->nstages, *last = state->last;
 	bool moe = cm->model.experts > 0;
 	/* 1F1B runs the slowest stage once per micro-batch but one, the sync once */
@@ -1161,7 +1189,7 @@ static int template_split(const struct costmodel *cm,
 	for (int s = 0; s < d; s++) {
 		const struct costmodel_stage *st = &t->stages[s];
 		int inflight = d - s;
-		double cheapest = DBL_MAX, leanest = DBL_MAX, transient = 0;
+		double cheapest = DBL_MAX, leanest = DBL_MAX, transient;
 		double hbm_Bps = cm->gpus[st->gpu].hbm_GBps * 1e9 * HBM_EFFICIENCY;
 		struct cm_group group = split_group(&lk[s], ctx, t->replicas);
 		int ci = -1, li = -1;
@@ -1173,33 +1201,64 @@ static int template_split(const struct costmodel *cm,
 					    lk[s].p2p_Bps + lk[s].p2p_lat;
 			sr[s].fixed_s = 2 * sr[s].fixed_fwd_s;
 		}
+		like[s] = s;
+		for (int j = 0; j < s && like[s] == s; j++)
+			if (same_stage_kind(&t->stages[j], &lk[j], st, &lk[s]))
+				like[s] = j;
 		for (int type = 0; type < COSTMODEL_NUM_LAYER_TYPES; type++) {
 			struct cm_layer_cost c;
+			int j = like[s];
 
 			/* MoE blocks are priced per tiling below. */
 			if (type == COSTMODEL_LAYER_EXPERT || type == COSTMODEL_LAYER_ATTN ||
 			    (type == COSTMODEL_LAYER_BLOCK && moe &&
 			     cm->model.dense_layers == 0))
 				continue;
+			if (j < s) {
+				sr[s].time[type] = sr[j].time[type];
+				sr[s].fwd[type] = sr[j].fwd[type];
+				sr[s].params[type] = sr[j].params[type];
+				sr[s].sync[type] = sr[j].sync[type];
+				sr[s].gather[type] = sr[j].gather[type];
+				sr[s].step[type] = sr[j].step[type];
+				state_bytes[s][type] = state_bytes[j][type];
+				act_bytes[s][type] = act_bytes[j][type];
+				sr[s].mem[type] = state_bytes[s][type] +
+						  inflight * act_bytes[s][type];
+				continue;
+			}
 			if (cm_layer_cost(cm, st->gpu, st->tp, mbs, type, 1, st->tp,
 					  ctx->recompute, &lk[s], &c) < 0)
 				return -AR_ENOPROFILE;
 			sr[s].time[type] = c.time_s;
 			sr[s].fwd[type] = c.fwd_s;
 			sr[s].params[type] = c.params;
-			sr[s].mem[type] = cm_state_bytes(cm, c.params,
-							 ctx->dist ? group.n : 1) +
-					  inflight * c.act_bytes;
+			state_bytes[s][type] = cm_state_bytes(cm, c.params,
+							      ctx->dist ? group.n : 1);
+			act_bytes[s][type] = c.act_bytes;
+			sr[s].mem[type] = state_bytes[s][type] + inflight * c.act_bytes;
 			layer_sync(cm, ctx, &group, c.params, hbm_Bps, &sr[s].sync[type],
 				   &sr[s].gather[type], &sr[s].step[type]);
 			if (ctx->recompute != COSTMODEL_RECOMPUTE_NONE)
-				transient = fmax(transient, c.act_full_bytes - c.act_bytes);
+				dense_transient[s] = fmax(dense_transient[s],
+							  c.act_full_bytes - c.act_bytes);
 		}
-		if (moe) {
+		dense_transient[s] = dense_transient[like[s]];
+		transient = dense_transient[s];
+		if (moe && like[s] < s) {
+			ntiles[s] = ntiles[like[s]];
+			for (int i = 0; i < ntiles[s]; i++) {
+				tiles[s][i] = tiles[like[s]][i];
+				tiles[s][i].mem = tiles[s][i].state +
+						  inflight * tiles[s][i].act;
+			}
+		} else if (moe) {
 			ntiles[s] = stage_tilings(cm, st->gpu, st->tp,
 						  st->tp * t->replicas, mbs, inflight,
 						  &lk[s], ctx, t->replicas,
 						  opts->no_expert_tiling, tiles[s]);
+		}
+		if (moe) {
 			if (!ntiles[s])
 				return -AR_ENOPROFILE;
 			for (int i = 0; i < ntiles[s]; i++) {
