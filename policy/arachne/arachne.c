@@ -370,13 +370,16 @@ int planner_arachne(const struct policy_request *req,
 	struct policy_batch *rollouts = NULL;
 	struct policy_net net;
 	struct policy_env env;
+	struct policy_priced priced_set;
 	struct policy_climb climb = { .env = &env, .threads = threads, .dl = &dl,
+				      .priced_set = &priced_set,
 				      .depth_moves = true };
 	struct costmodel_plan *plan = NULL;
 	char why[512] = "";
 	int rc;
 
 	*planp = NULL;
+	policy_priced_init(&priced_set);
 	planner_deadline_init(&dl, req);
 	rc = policy_net_load_for(&net, req->cm, req->policy_path);
 	if (rc < 0)
@@ -429,6 +432,7 @@ out:
 	if (rollouts)
 		policy_batch_clear(rollouts);
 	free(rollouts);
+	policy_priced_fini(&priced_set);
 out_net:
 	policy_net_fini(&net);
 	return rc;

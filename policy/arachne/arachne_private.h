@@ -623,6 +623,39 @@ void policy_planner_starts(const struct policy_request *req,
 int policy_rollout_starts(const struct policy_trace *tr, const bool *ok,
 			  int n, struct policy_candidate *out, int max);
 
+/*
+ * The candidate plans one planning run has priced, with their throughput
+ * (priced.c): a climb that meets a plan again takes its number instead
+ * of filling it again.
+ */
+struct policy_priced_entry {
+	size_t key_off, key_len;	/* its key in the key arena */
+	double thr;			/* samples/s, once known */
+	bool known;			/* priced: thr holds its number */
+	int first;			/* while not known: the neighbour of
+					   the round that prices it */
+};
+
+struct policy_priced {
+	uint64_t *slot_hash;		/* [nslots]: 0 empty, else a key's hash */
+	int *slot_entry;		/* [nslots]: its entry */
+	size_t nslots;
+	struct policy_priced_entry *entry;	/* in the order added */
+	int nentries, entry_cap;
+	uint8_t *keys;			/* the entries' keys, back to back */
+	size_t keys_len, keys_cap;
+};
+
+void policy_priced_init(struct policy_priced *p);
+void policy_priced_fini(struct policy_priced *p);
+
+/*
+ * policy_priced_find() - the entry of @x's templates; a new entry (not
+ * known, *@added true) when there is none.  Returns its index or -ENOMEM.
+ */
+int policy_priced_find(struct policy_priced *p, const struct policy_candidate *x,
+		       bool *added);
+
 /* A bounded local improvement (improve.c). */
 struct policy_climb {
 	const struct policy_env *env;
@@ -630,6 +663,13 @@ struct policy_climb {
 	const struct planner_deadline *dl;
 	double work;			/* spent so far, in policy_candidate_work() units */
 	long priced;			/* templates filled so far */
+	/*
+	 * Candidates priced before in this run, shared by every climb that
+	 * is given it; NULL: every neighbour is filled.  The work counts a
+	 * neighbour whose number is known as if it were filled, so that
+	 * the climb goes as far either way.
+	 */
+	struct policy_priced *priced_set;
 	/*
 	 * Also the whole-template depth moves (twice as deep, cut in two):
 	 * the planner's climb makes them; training's climbs do not, since

@@ -17,7 +17,9 @@
  * single-stage moves reach only through slower plans.
  *
  * The work is bounded by a count (policy_candidate_work()), not by the
- * clock, so the same start gives the same plan on any machine.
+ * clock, so the same start gives the same plan on any machine.  A
+ * neighbour the run has priced before takes its number from the climb's
+ * priced set (priced.c) and counts as work all the same.
  */
 #define AR_INTERNAL 1
 #include "config.h"
@@ -178,28 +180,37 @@ out:
 struct price_ctx {
 	const struct policy_env *env;
 	struct policy_candidate *x;
+	const int *which;		/* the candidates to price; NULL: all */
 	long priced_by[PLANNER_MAX_THREADS];
 };
 
 static void price_task(void *p, int thread, int i)
 {
 	struct price_ctx *c = p;
+	struct policy_candidate *x = &c->x[c->which ? c->which[i] : i];
 
-	if (policy_candidate_fill(c->env, &c->x[i], NULL, NULL) < 0)
-		c->x[i].thr = 0.0;
-	c->priced_by[thread] += c->x[i].n;
+	if (policy_candidate_fill(c->env, x, NULL, NULL) < 0)
+		x->thr = 0.0;
+	c->priced_by[thread] += x->n;
 }
 
-long policy_candidates_price(const struct policy_env *env,
-			     struct policy_candidate *x, int n, int threads)
+/* Price @x[@which[0..@n-1]] (@which NULL: @x[0..@n-1]) on @threads threads. */
+static long price_some(const struct policy_env *env, struct policy_candidate *x,
+		       const int *which, int n, int threads)
 {
-	struct price_ctx c = { .env = env, .x = x };
+	struct price_ctx c = { .env = env, .x = x, .which = which };
 	long priced = 0;
 
 	planner_parallel(price_task, &c, n, threads);
 	for (int t = 0; t < PLANNER_MAX_THREADS; t++)
 		priced += c.priced_by[t];
 	return priced;
+}
+
+long policy_candidates_price(const struct policy_env *env,
+			     struct policy_candidate *x, int n, int threads)
+{
+	return price_some(env, x, NULL, n, threads);
 }
 
 double policy_candidate_work(const struct policy_env *env,
@@ -734,17 +745,70 @@ static void neighbours(struct moves *m)
  * The climb.
  * ------------------------------------------------------------------- */
 
+/*
+ * Price the neighbours @nb[0..@n-1]: one whose number @c->priced_set
+ * knows takes it, one met earlier in the round takes that one's, and
+ * only the rest are filled (in parallel).  @scratch holds 3 * @n ints.
+ * After an error the set holds entries that were never priced: the
+ * climb fails, and its callers drop the set with it.
+ */
+static int price_neighbours(struct policy_climb *c, struct policy_candidate *nb,
+			    int n, int *scratch)
+{
+	struct policy_priced *set = c->priced_set;
+	/* from[i]: -1 filled now, -2 known, else the neighbour it repeats */
+	int *from = scratch, *entry = scratch + n, *fill = scratch + 2 * n;
+	int nfill = 0;
+
+	if (!set) {
+		c->priced += price_some(c->env, nb, NULL, n, c->threads);
+		return 0;
+	}
+	for (int i = 0; i < n; i++) {
+		bool added;
+		int e = policy_priced_find(set, &nb[i], &added);
+
+		if (e < 0)
+			return e;
+		entry[i] = e;
+		if (added) {
+			set->entry[e].first = i;
+			from[i] = -1;
+			fill[nfill++] = i;
+		} else if (set->entry[e].known) {
+			nb[i].thr = set->entry[e].thr;
+			from[i] = -2;
+		} else {
+			from[i] = set->entry[e].first;
+		}
+	}
+	c->priced += price_some(c->env, nb, fill, nfill, c->threads);
+	for (int i = 0; i < n; i++) {
+		if (from[i] == -1) {
+			set->entry[entry[i]].thr = nb[i].thr;
+			set->entry[entry[i]].known = true;
+		} else if (from[i] >= 0) {
+			nb[i].thr = nb[from[i]].thr;
+		}
+	}
+	return 0;
+}
+
 int policy_climb_run(struct policy_climb *c, struct policy_candidate *cur,
 		     double max_work)
 {
 	const struct policy_env *env = c->env;
 	struct moves m = { .env = env, .depth_moves = c->depth_moves, .cur = cur };
 	double work = 0.0;
-	int rc = 0;
+	int rc = 0, *scratch;
 
 	m.nb = malloc(MAX_NEIGHBOURS * sizeof(*m.nb));
-	if (!m.nb)
+	scratch = malloc(3 * MAX_NEIGHBOURS * sizeof(*scratch));
+	if (!m.nb || !scratch) {
+		free(m.nb);
+		free(scratch);
 		return -ENOMEM;
+	}
 	for (int round = 0; round < IMPROVE_ROUNDS && !planner_deadline_passed(c->dl);
 	     round++) {
 		struct costmodel_pool left;
@@ -763,7 +827,9 @@ int policy_climb_run(struct policy_climb *c, struct policy_candidate *cur,
 			work += policy_candidate_work(env, &m.nb[fit++]);
 		if (fit == 0)
 			break;
-		c->priced += policy_candidates_price(env, m.nb, fit, c->threads);
+		rc = price_neighbours(c, m.nb, fit, scratch);
+		if (rc < 0)
+			break;
 		for (int i = 0; i < fit; i++)
 			if (m.nb[i].thr > cur->thr * (1.0 + 1e-9) &&
 			    (best < 0 || m.nb[i].thr > m.nb[best].thr))
@@ -773,6 +839,7 @@ int policy_climb_run(struct policy_climb *c, struct policy_candidate *cur,
 		*cur = m.nb[best];
 	}
 	free(m.nb);
+	free(scratch);
 	c->work += work;
 	return rc;
 }

@@ -290,7 +290,9 @@ static void expert_task(void *p, int thread, int b)
 	int group = tr->o->group;
 	struct comp *c = &tr->comps[tr->batch[b]];
 	struct planner_deadline dl = { .start = ar_now(), .end = INFINITY };
-	struct policy_climb climb = { .env = &c->env, .threads = 1, .dl = &dl };
+	struct policy_priced priced_set;
+	struct policy_climb climb = { .env = &c->env, .threads = 1, .dl = &dl,
+				      .priced_set = &priced_set };
 	struct policy_candidate x;
 	bool *ok = calloc(group, sizeof(*ok));
 	double start;
@@ -309,7 +311,9 @@ static void expert_task(void *p, int thread, int b)
 		return;
 	}
 	start = x.thr;
+	policy_priced_init(&priced_set);
 	rc = policy_climb_run(&climb, &x, EXPERT_WORK);
+	policy_priced_fini(&priced_set);
 	if (rc < 0 || x.thr <= start)
 		return;
 	tr->expert_rc[b] = replay_plan(tr, thread, c, &x, 0xe4be47ULL ^ (uint64_t)b,
@@ -593,7 +597,9 @@ static void teacher_task(void *p, int thread, int i)
 	struct trainer *tr = p;
 	struct comp *c = &tr->comps[i];
 	struct planner_deadline dl = { .start = ar_now(), .end = INFINITY };
-	struct policy_climb climb = { .env = &c->env, .threads = 1, .dl = &dl };
+	struct policy_priced priced_set;
+	struct policy_climb climb = { .env = &c->env, .threads = 1, .dl = &dl,
+				      .priced_set = &priced_set };
 	struct policy_trace trace = { 0 };
 	struct policy_candidate x;
 	long priced = 0;
@@ -602,7 +608,9 @@ static void teacher_task(void *p, int thread, int i)
 	tr->teacher_rc[i] = policy_structured_start(&c->env, 1, &x, &priced);
 	if (tr->teacher_rc[i] != 1)
 		return;
+	policy_priced_init(&priced_set);
 	rc = policy_climb_run(&climb, &x, POLICY_START_WORK);
+	policy_priced_fini(&priced_set);
 	if (rc == 0)
 		rc = replay_plan(tr, thread, c, &x, 0x7eac4e7ULL ^ (uint64_t)i, &trace);
 	if (rc == 0)

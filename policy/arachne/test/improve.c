@@ -5,6 +5,11 @@
  *   - a climb never ends below its start, ends on a plan the fill places
  *     and the structural check accepts, at the throughput it reports, and
  *     lifts a poor start;
+ *   - the set of priced candidates tells candidates apart by every part
+ *     of every template, also once it has grown; a climb that recalls
+ *     numbers from it ends where one that fills every neighbour ends,
+ *     with the same work, filling fewer, and a second climb from the same
+ *     start fills none of its neighbours;
  *   - "random" prices as many templates as asked (within one
  *     construction), gives the same plan whatever the threads, and never
  *     uses the network;
@@ -142,6 +147,106 @@ static void test_climb_never_descends(void **state)
 		assert_float_equal(y.thr, start, 0.0);
 		assert_true(policy_template_equal(&y.t[0], &x.t[0]));
 	}
+}
+
+static void test_priced_set(void **state)
+{
+	struct policy_priced set;
+	struct policy_candidate x = { .n = 1 }, y;
+	bool added;
+	int e;
+
+	policy_priced_init(&set);
+	x.t[0].depth = 2;
+	x.t[0].stage[0] = (struct policy_stage){ 0, 1 };
+	x.t[0].stage[1] = (struct policy_stage){ 1, 2 };
+	e = policy_priced_find(&set, &x, &added);
+	assert_int_equal(e, 0);
+	assert_true(added);
+	assert_false(set.entry[e].known);
+	set.entry[e].thr = 12.5;
+	set.entry[e].known = true;
+	y = x;
+	y.thr = 99.0;			/* not part of the key */
+	assert_int_equal(policy_priced_find(&set, &y, &added), 0);
+	assert_false(added);
+	assert_float_equal(set.entry[0].thr, 12.5, 0.0);
+
+	/* each part of a template makes another candidate */
+	y = x;
+	y.t[0].max_replicas = 3;
+	assert_int_equal(policy_priced_find(&set, &y, &added), 1);
+	assert_true(added);
+	y = x;
+	y.t[0].stage[1].tp = 4;
+	assert_int_equal(policy_priced_find(&set, &y, &added), 2);
+	y = x;
+	y.t[0].stage[0].gpu = 2;
+	assert_int_equal(policy_priced_find(&set, &y, &added), 3);
+	y = x;
+	y.t[0].depth = 1;
+	assert_int_equal(policy_priced_find(&set, &y, &added), 4);
+	y = x;
+	y.n = 2;
+	y.t[1] = x.t[0];
+	assert_int_equal(policy_priced_find(&set, &y, &added), 5);
+	assert_true(added);
+
+	/* past the first index and key arena: every entry is found again */
+	for (int k = 0; k < 5000; k++) {
+		y = x;
+		y.t[0].max_replicas = 100 + k;
+		assert_int_equal(policy_priced_find(&set, &y, &added), 6 + k);
+		assert_true(added);
+	}
+	for (int k = 0; k < 5000; k += 7) {
+		y = x;
+		y.t[0].max_replicas = 100 + k;
+		assert_int_equal(policy_priced_find(&set, &y, &added), 6 + k);
+		assert_false(added);
+	}
+	assert_int_equal(policy_priced_find(&set, &x, &added), 0);
+	assert_false(added);
+	policy_priced_fini(&set);
+}
+
+static void test_climb_recalls_priced(void **state)
+{
+	struct policy_env env;
+	struct planner_deadline dl = { .start = ar_now(), .end = ar_now() + 600 };
+	int small = costmodel_gpu_find(cm, "small");
+	struct policy_candidate x = { .n = 1 }, filled, recalled, again;
+	struct policy_priced set;
+	struct policy_climb every = { .env = &env, .threads = 2, .dl = &dl };
+	struct policy_climb first = { .env = &env, .threads = 2, .dl = &dl,
+				      .priced_set = &set };
+	struct policy_climb second = first;
+
+	assert_int_equal(policy_env_init(&env, cm, mix), 0);
+	x.t[0].depth = policy_env_uniform_depth(&env, env.type_slot[small], 0);
+	for (int s = 0; s < x.t[0].depth; s++)
+		x.t[0].stage[s] = (struct policy_stage){ small, 1 };
+	assert_int_equal(policy_candidate_fill(&env, &x, NULL, NULL), 0);
+	policy_priced_init(&set);
+	filled = recalled = again = x;
+	assert_int_equal(policy_climb_run(&every, &filled, 1e9), 0);
+	assert_int_equal(policy_climb_run(&first, &recalled, 1e9), 0);
+	assert_int_equal(policy_climb_run(&second, &again, 1e9), 0);
+	print_message("# climb filling every neighbour: %ld templates; recalling: %ld, then %ld\n",
+		      every.priced, first.priced, second.priced);
+	assert_true(filled.thr > x.thr);
+	for (const struct policy_candidate *y = &recalled; y; y = y == &recalled ? &again : NULL) {
+		assert_int_equal(y->n, filled.n);
+		for (int t = 0; t < y->n; t++)
+			assert_true(policy_template_equal(&y->t[t], &filled.t[t]));
+		assert_float_equal(y->thr, filled.thr, 0.0);
+	}
+	assert_float_equal(first.work, every.work, 0.0);
+	assert_float_equal(second.work, every.work, 0.0);
+	assert_true(first.priced < every.priced);
+	/* the second climb fills only its current plan each round */
+	assert_true(second.priced * 10 < first.priced);
+	policy_priced_fini(&set);
 }
 
 static struct costmodel_plan *plan_on(const struct costmodel_cluster *cl,
@@ -304,6 +409,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_template_edits),
 		cmocka_unit_test(test_climb_never_descends),
+		cmocka_unit_test(test_priced_set),
+		cmocka_unit_test(test_climb_recalls_priced),
 		cmocka_unit_test(test_random_planner),
 		cmocka_unit_test(test_ablations),
 		cmocka_unit_test(test_paired_start),
