@@ -192,6 +192,8 @@ static bool last_stage_fits(const struct policy_episode *ep, int slot, int tp)
 				  ep->trial_plan, &shape, NULL) == 0;
 }
 
+static uint32_t tp_mask(const struct policy_episode *ep, int slot, bool any);
+
 /*
  * Whether, with stage d - 2 on @slot at TP index @k, some last stage of
  * an MoE template fits: the mask of a construction that stepped back from
@@ -205,12 +207,18 @@ static bool last_stage_reachable(const struct policy_episode *ep, int slot,
 
 	policy_partial_push(&ahead, slot, k);
 	for (int s = 0; s < ep->env->nslots; s++)
-		if (ahead.part.free[s] > 0 && policy_mask_tp(&ahead, s))
+		if (ahead.part.free[s] > 0 && tp_mask(&ahead, s, true))
 			return true;
 	return false;
 }
 
-uint32_t policy_mask_tp(const struct policy_episode *ep, int slot)
+/*
+ * The TP degrees the next stage may take on @slot; with @any only
+ * whether it may take one: the search stops at the first that passes
+ * (the device mask asks no more, and on an MoE model's last stage each
+ * degree asked is a fill).
+ */
+static uint32_t tp_mask(const struct policy_episode *ep, int slot, bool any)
 {
 	const struct policy_env *env = ep->env;
 	const struct policy_partial *p = &ep->part;
@@ -243,8 +251,15 @@ uint32_t policy_mask_tp(const struct policy_episode *ep, int slot)
 		    !last_stage_reachable(ep, slot, k))
 			continue;
 		mask |= 1u << k;
+		if (any)
+			break;
 	}
 	return mask;
+}
+
+uint32_t policy_mask_tp(const struct policy_episode *ep, int slot)
+{
+	return tp_mask(ep, slot, false);
 }
 
 uint32_t policy_mask_device(const struct policy_episode *ep)
@@ -252,7 +267,7 @@ uint32_t policy_mask_device(const struct policy_episode *ep)
 	uint32_t mask = 0;
 
 	for (int s = 0; s < ep->env->nslots; s++)
-		if (ep->part.free[s] > 0 && policy_mask_tp(ep, s))
+		if (ep->part.free[s] > 0 && tp_mask(ep, s, true))
 			mask |= 1u << s;
 	return mask;
 }
