@@ -1173,7 +1173,8 @@ static int template_split(const struct costmodel *cm,
 	/* like[s]: the first stage of stage s's kind, whose rates it takes */
 	int like[COSTMODEL_MAX_DEPTH];
 	/* what a dense layer's memory is made of, and the transient of a
-	 * recomputed one: a stage of a kind seen before takes them */
+	 * recomputed one: set for the first stage of each kind, which the
+	 * others take them from */
 	double state_bytes[COSTMODEL_MAX_DEPTH][COSTMODEL_NUM_LAYER_TYPES];
 	double act_bytes[COSTMODEL_MAX_DEPTH][COSTMODEL_NUM_LAYER_TYPES];
 	double dense_transient[COSTMODEL_MAX_DEPTH] = { 0 };
@@ -1221,10 +1222,8 @@ static int template_split(const struct costmodel *cm,
 				sr[s].sync[type] = sr[j].sync[type];
 				sr[s].gather[type] = sr[j].gather[type];
 				sr[s].step[type] = sr[j].step[type];
-				state_bytes[s][type] = state_bytes[j][type];
-				act_bytes[s][type] = act_bytes[j][type];
-				sr[s].mem[type] = state_bytes[s][type] +
-						  inflight * act_bytes[s][type];
+				sr[s].mem[type] = state_bytes[j][type] +
+						  inflight * act_bytes[j][type];
 				continue;
 			}
 			if (cm_layer_cost(cm, st->gpu, st->tp, mbs, type, 1, st->tp,
@@ -1243,8 +1242,7 @@ static int template_split(const struct costmodel *cm,
 				dense_transient[s] = fmax(dense_transient[s],
 							  c.act_full_bytes - c.act_bytes);
 		}
-		dense_transient[s] = dense_transient[like[s]];
-		transient = dense_transient[s];
+		transient = dense_transient[like[s]];
 		if (moe && like[s] < s) {
 			ntiles[s] = ntiles[like[s]];
 			for (int i = 0; i < ntiles[s]; i++) {
