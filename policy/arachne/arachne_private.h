@@ -28,7 +28,7 @@
  * file written for another layout.
  * ------------------------------------------------------------------- */
 
-#define POLICY_FEATURE_VERSION	2
+#define POLICY_FEATURE_VERSION	3
 
 #define POLICY_SLOTS		8	/* GPU-type slots (canonical order) */
 #define POLICY_NUM_TP		4	/* TP degrees 1, 2, 4, 8 */
@@ -54,7 +54,9 @@ enum policy_type_feature {
 	PT_CLAIMED = PT_NODES + POLICY_NUM_TP,	/* GPUs this template's stages took / free */
 	PT_PREV,		/* 1 when the previous stage uses this type */
 	PT_TP_OK,		/* [NUM_TP] 1 when TP k fits a free node now */
-	POLICY_TYPE_FEATURES = PT_TP_OK + POLICY_NUM_TP
+	PT_REPLICAS = PT_TP_OK + POLICY_NUM_TP, /* [NUM_TP] template replicas with a TP-k stage here / free GPUs per stage */
+	PT_SHRINK = PT_REPLICAS + POLICY_NUM_TP, /* [NUM_TP] those replicas / the template's before it */
+	POLICY_TYPE_FEATURES = PT_SHRINK + POLICY_NUM_TP
 };
 
 /* Cluster-wide and construction features, after the slot blocks. */
@@ -99,7 +101,7 @@ enum policy_comp_feature {
 #define POLICY_STATE_DIM	(POLICY_DEPTHF_OFF + POLICY_DMAX * POLICY_DEPTH_FEATURES)
 
 /* Candidate features of the TP head beyond the chosen type's block. */
-#define POLICY_TP_FEATURES	(POLICY_NUM_TP + 5) /* one-hot k, alpha, phi, mu, nodes, ok */
+#define POLICY_TP_FEATURES	(POLICY_NUM_TP + 7) /* one-hot k, alpha, phi, mu, nodes, ok, repl, shrink */
 
 /* ---------------------------------------------------------------------
  * The network (net.c).

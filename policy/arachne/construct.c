@@ -335,6 +335,48 @@ static void depth_features(const struct policy_env *env, int free_total, float *
 	}
 }
 
+/*
+ * The replicas a template packs are bounded by its scarcest type: the
+ * free GPUs of each type over the GPUs a replica takes of it (node fit
+ * aside).  With @extra_gpus more of slot @extra_slot (-1: none);
+ * infinite before the first stage.
+ */
+static double template_replicas(const struct policy_episode *ep, int extra_slot,
+				int extra_gpus)
+{
+	const struct policy_env *env = ep->env;
+	double r = INFINITY;
+
+	for (int s = 0; s < env->nslots; s++) {
+		int take = ep->part.claimed[s] + (s == extra_slot ? extra_gpus : 0);
+
+		if (take > 0)
+			r = fmin(r, (double)ep->pool.free_by_type[env->slot_type[s]] / take);
+	}
+	return r;
+}
+
+/*
+ * Per TP degree k, what a TP-k stage of @slot next would leave the
+ * template: its replicas over the free GPUs per stage (the replicas were
+ * every free GPU used at TP 1), and over its replicas before that stage.
+ * A scarce type in a template caps its replicas and strands the other
+ * types' GPUs; these say so where the share features only imply it.
+ */
+static void replica_features(const struct policy_episode *ep, int free_total,
+			     int slot, float *f)
+{
+	double before = template_replicas(ep, -1, 0);
+	double ideal = (double)free_total / ep->part.target_depth;
+
+	for (int k = 0; k < POLICY_NUM_TP; k++) {
+		double r = template_replicas(ep, slot, policy_tp_of(k));
+
+		f[PT_REPLICAS + k] = ideal > 0 ? (float)fmin(r / ideal, 1.0) : 0.0f;
+		f[PT_SHRINK + k] = isinf(before) ? 1.0f : (float)fmin(r / before, 1.0);
+	}
+}
+
 void policy_state_build(const struct policy_episode *ep, enum policy_head head,
 			int slot, float *x)
 {
@@ -386,6 +428,10 @@ void policy_state_build(const struct policy_episode *ep, enum policy_head head,
 		g[PG_PREV_TP] = prev_tp ? (float)(log2(prev_tp) / 3.0) : 0.0f;
 	}
 	depth_features(env, free_total, x + POLICY_DEPTHF_OFF);
+	if (head != POLICY_HEAD_DEPTH)
+		for (int s = 0; s < env->nslots; s++)
+			replica_features(ep, free_total, s,
+					 x + POLICY_TYPES_OFF + s * POLICY_TYPE_FEATURES);
 	g[PG_PHASE + head] = 1.0f;
 	g[PG_THROUGHPUT] = (float)fmin(ep->throughput / env->reference, 2.0);
 	g[PG_TEMPLATES] = (float)ep->plan->ntemplates / POLICY_MAX_STEPS;

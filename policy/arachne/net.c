@@ -205,6 +205,8 @@ static void tp_candidate_features(float *out, const float *slot, int k)
 	out[POLICY_NUM_TP + 2] = slot[PT_MU + k];
 	out[POLICY_NUM_TP + 3] = slot[PT_NODES + k];
 	out[POLICY_NUM_TP + 4] = slot[PT_TP_OK + k];
+	out[POLICY_NUM_TP + 5] = slot[PT_REPLICAS + k];
+	out[POLICY_NUM_TP + 6] = slot[PT_SHRINK + k];
 }
 
 /* Fill the candidate rows of decision @d (backbone output @z) at @rows. */

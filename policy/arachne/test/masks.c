@@ -11,7 +11,8 @@
  *     the fill places it.
  * Also: a rollout that steps back from an MoE last stage keeps a record
  * of exactly its kept decisions, and a model that fits nowhere makes the
- * planner say so.
+ * planner say so, and the replica features of the state read the
+ * template's scarcest type.
  */
 #define AR_INTERNAL 1
 #include "config.h"
@@ -334,6 +335,50 @@ static void test_infeasible_model(void **state)
 	costmodel_destroy(cm);
 }
 
+/* The replicas a next stage would leave the template, from its scarcest type. */
+static void test_replica_features(void **state)
+{
+	struct costmodel *cm = fixture_load(dir, "dense");
+	struct costmodel_cluster *cl = fixture_cluster(cm,
+		"{\"name\":\"r\",\"nodes\":[{\"gpu\":\"big\",\"gpus_per_node\":8,\"count\":2},"
+		"{\"gpu\":\"mid\",\"gpus_per_node\":4,\"count\":1}]}");
+	struct policy_episode ep;
+	struct policy_env env;
+	float x[POLICY_STATE_DIM];
+	const float *big, *mid;
+
+	assert_int_equal(policy_env_init(&env, cm, cl), 0);
+	assert_int_equal(policy_episode_init(&ep, &env), 0);
+	big = x + env.type_slot[costmodel_gpu_find(cm, "big")] * POLICY_TYPE_FEATURES;
+	mid = x + env.type_slot[costmodel_gpu_find(cm, "mid")] * POLICY_TYPE_FEATURES;
+
+	/* the depth decision: no template, no replica features */
+	policy_state_build(&ep, POLICY_HEAD_DEPTH, 0, x);
+	assert_float_equal(big[PT_REPLICAS], 0.0, 1e-6);
+	assert_float_equal(mid[PT_SHRINK], 0.0, 1e-6);
+
+	/* 4 stages on 20 free GPUs: 5 replicas were every GPU used */
+	policy_partial_begin(&ep, 4);
+	policy_state_build(&ep, POLICY_HEAD_DEVICE, 0, x);
+	assert_float_equal(big[PT_REPLICAS + 0], 1.0, 1e-6);	/* 16 replicas, capped */
+	assert_float_equal(mid[PT_REPLICAS + 0], 4.0 / 5.0, 1e-6);
+	assert_float_equal(mid[PT_REPLICAS + 1], 2.0 / 5.0, 1e-6);
+	assert_float_equal(mid[PT_SHRINK + 2], 1.0, 1e-6);	/* nothing before */
+
+	/* a big stage at TP 1 stands: 16 replicas so far */
+	policy_partial_push(&ep, env.type_slot[costmodel_gpu_find(cm, "big")], 0);
+	policy_state_build(&ep, POLICY_HEAD_DEVICE, 0, x);
+	assert_float_equal(big[PT_REPLICAS + 1], 1.0, 1e-6);	/* 16 / 3 */
+	assert_float_equal(big[PT_SHRINK + 1], 1.0 / 3.0, 1e-6);
+	assert_float_equal(mid[PT_REPLICAS + 0], 4.0 / 5.0, 1e-6);
+	assert_float_equal(mid[PT_SHRINK + 0], 4.0 / 16.0, 1e-6);
+	assert_float_equal(mid[PT_SHRINK + 2], 1.0 / 16.0, 1e-6);
+
+	policy_episode_fini(&ep);
+	costmodel_cluster_free(cl);
+	costmodel_destroy(cm);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -342,6 +387,7 @@ int main(void)
 		cmocka_unit_test(test_rollout_steps_back),
 		cmocka_unit_test(test_masks_memory_bound),
 		cmocka_unit_test(test_infeasible_model),
+		cmocka_unit_test(test_replica_features),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
