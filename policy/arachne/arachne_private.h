@@ -54,8 +54,9 @@ enum policy_type_feature {
 	PT_CLAIMED = PT_NODES + POLICY_NUM_TP,	/* GPUs this template's stages took / free */
 	PT_PREV,		/* 1 when the previous stage uses this type */
 	PT_TP_OK,		/* [NUM_TP] 1 when TP k fits a free node now */
-	PT_REPLICAS = PT_TP_OK + POLICY_NUM_TP, /* [NUM_TP] template replicas with a TP-k stage here / free GPUs per stage */
-	PT_SHRINK = PT_REPLICAS + POLICY_NUM_TP, /* [NUM_TP] those replicas / the template's before it */
+	/* [NUM_TP] the template's replicas with a TP-k stage here / free GPUs per stage */
+	PT_REPLICAS = PT_TP_OK + POLICY_NUM_TP,
+	PT_SHRINK = PT_REPLICAS + POLICY_NUM_TP, /* [NUM_TP] those / its replicas before */
 	POLICY_TYPE_FEATURES = PT_SHRINK + POLICY_NUM_TP
 };
 
@@ -101,7 +102,8 @@ enum policy_comp_feature {
 #define POLICY_STATE_DIM	(POLICY_DEPTHF_OFF + POLICY_DMAX * POLICY_DEPTH_FEATURES)
 
 /* Candidate features of the TP head beyond the chosen type's block. */
-#define POLICY_TP_FEATURES	(POLICY_NUM_TP + 7) /* one-hot k, alpha, phi, mu, nodes, ok, repl, shrink */
+/* one-hot k, alpha, phi, mu, nodes, ok, replicas, shrink */
+#define POLICY_TP_FEATURES	(POLICY_NUM_TP + 7)
 
 /* ---------------------------------------------------------------------
  * The network (net.c).
