@@ -124,4 +124,53 @@ test_expect_success 'without --fit-report nothing is written on stdout' '
 	test_must_be_empty out
 '
 
+# bench/policy-seeds compares policies on the validation set: the
+# geometric mean of samples/s per planning seed over the compositions
+# every policy plans at every seed, and over all seeds; a tie goes to the
+# first policy named.
+POLICY_SEEDS="$top_srcdir/bench/policy-seeds"
+
+test_expect_success 'policy-seeds: two copies of one policy tie, the first is best' '
+	cp p.safetensors p2.safetensors &&
+	"$POLICY_SEEDS" --model llama3-8b --count 3 --plan "$ARACHNE_PLAN" \
+		--profiles "$AR_PROFILES" p.safetensors p2.safetensors >cmp 2>err &&
+	grep "^# validation set: unseen-set --count 3 --seed 20261207" cmp &&
+	grep "^# 3 compositions, [1-3] planned by every policy at every seed$" cmp &&
+	test "$(sed -n "s/^p.safetensors  *//p" cmp)" = \
+	     "$(sed -n "s/^p2.safetensors  *//p" cmp)" &&
+	grep "^best: p.safetensors$" cmp &&
+	test $(grep -c "planning seed [12]: done" err) -eq 4
+'
+
+# The numbers are arachne-plan's own: the policy alone on each
+# composition of the set, at planning seed 1, in geometric mean.
+test_expect_success 'policy-seeds: the measure is the policy alone on the validation set' '
+	"$POLICY_SEEDS" --model llama3-8b --count 2 --planning-seeds 1 \
+		p.safetensors >cmp 2>/dev/null &&
+	grep "^# 2 compositions, 2 planned" cmp &&
+	"$top_builddir/bench/unseen-set" --out val --count 2 --seed 20261207 \
+		--models llama3-8b >/dev/null &&
+	for c in unseen-00 unseen-01; do
+		"$ARACHNE_PLAN" --model llama3-8b --cluster val/$c.json \
+			--policy p.safetensors --starts rollouts --no-climb \
+			--seed 1 --threads 1 -q --format json >$c.json || return 1
+	done &&
+	python3 -c "import json, math, sys
+t = [json.load(open(f))[\"predicted\"][\"samples_per_s\"] for f in sys.argv[2:]]
+row = [l.split() for l in open(sys.argv[1]) if l.startswith(\"p.safetensors\")][0]
+g = math.exp(sum(map(math.log, t)) / len(t))
+sys.exit(not (abs(float(row[1]) - g) <= 0.051 and row[1] == row[2]))" \
+		cmp unseen-00.json unseen-01.json
+'
+
+test_expect_success 'policy-seeds: a policy the planner refuses stops it, named' '
+	test_expect_code 2 "$POLICY_SEEDS" --model llama3-8b --count 2 \
+		p.safetensors short.safetensors >cmp 2>err &&
+	grep "short.safetensors: truncated" err &&
+	test_expect_code 2 "$POLICY_SEEDS" --model llama3-8b 2>err &&
+	grep "no policy to compare" err &&
+	test_expect_code 2 "$POLICY_SEEDS" p.safetensors 2>err &&
+	grep "\-\-model is required" err
+'
+
 test_done
