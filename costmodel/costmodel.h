@@ -544,8 +544,13 @@ int costmodel_plan_refill(const struct costmodel *cm,
  */
 double costmodel_stage_speed(const struct costmodel *cm, int gpu, int tp);
 
-/* Bytes one block's state takes on a GPU at @tp (weights+grads+optimizer). */
-double costmodel_block_state_bytes(const struct costmodel *cm, int gpu, int tp);
+/*
+ * Bytes one block's state takes on a GPU at @tp (weights+grads+optimizer),
+ * the optimizer's share sharded over @dp data-parallel replicas as the
+ * distributed optimizer does (1: a replica alone).
+ */
+double costmodel_block_state_bytes(const struct costmodel *cm, int gpu, int tp,
+				   int dp);
 
 #ifdef __cplusplus
 }

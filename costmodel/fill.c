@@ -1727,7 +1727,8 @@ double costmodel_stage_speed(const struct costmodel *cm, int gpu, int tp)
 	return best;
 }
 
-double costmodel_block_state_bytes(const struct costmodel *cm, int gpu, int tp)
+double costmodel_block_state_bytes(const struct costmodel *cm, int gpu, int tp,
+				   int dp)
 {
 	static const struct cm_stage_links no_links = {
 		.intra_Bps = 1, .net_Bps = 1, .gpus_per_node_min = 1,
@@ -1739,6 +1740,5 @@ double costmodel_block_state_bytes(const struct costmodel *cm, int gpu, int tp)
 	if (cm_layer_cost(cm, gpu, tp, 1, cm_layer_type(cm, layer), 1, tp,
 			  COSTMODEL_RECOMPUTE_NONE, &no_links, &c) < 0)
 		return 0;
-	/* Without the distributed optimizer: a replica may be alone. */
-	return cm_state_bytes(cm, c.params + c.expert_params, 1);
+	return cm_state_bytes(cm, c.params + c.expert_params, dp);
 }

@@ -25,7 +25,7 @@ test_expect_success 'trains a small policy with metadata' '
 	grep "\"model\": \"llama3-8b\"" meta &&
 	grep "\"seed\": \"7\"" meta &&
 	grep "\"episodes\": \"3\"" meta &&
-	grep "\"feature_version\": \"3\"" meta &&
+	grep "\"feature_version\": \"5\"" meta &&
 	grep "\"command\": \"arachne-train --model llama3-8b" meta
 '
 

@@ -28,7 +28,7 @@
  * file written for another layout.
  * ------------------------------------------------------------------- */
 
-#define POLICY_FEATURE_VERSION	3
+#define POLICY_FEATURE_VERSION	5
 
 #define POLICY_SLOTS		8	/* GPU-type slots (canonical order) */
 #define POLICY_NUM_TP		4	/* TP degrees 1, 2, 4, 8 */
@@ -332,8 +332,15 @@ struct policy_env {
 	int type_gpus[POLICY_SLOTS];
 	int type_nodes[POLICY_SLOTS];
 	int blocks;			/* layers a pipeline must hold */
-	double capacity[POLICY_SLOTS][POLICY_NUM_TP]; /* layers one stage can hold at depth 1 */
-	double mean_capacity;		/* capacity at TP 1, averaged over the GPUs */
+	/*
+	 * A TP-1 block with one micro-batch in flight, per slot: the bytes
+	 * every replica keeps whole, the optimizer state the distributed
+	 * optimizer shards over the replicas, and the GPU's usable bytes
+	 * (policy_env_mean_capacity()).
+	 */
+	double block_whole[POLICY_SLOTS];
+	double block_sharded[POLICY_SLOTS];
+	double usable[POLICY_SLOTS];
 	double speed[POLICY_SLOTS][POLICY_NUM_TP];	/* costmodel_stage_speed(), cached */
 	int largest_node[POLICY_SLOTS];	/* GPUs of the type's largest node */
 	double reference;		/* optimistic samples/s: reward scale */
@@ -353,10 +360,18 @@ static inline int policy_tp_of(int k)
 
 /*
  * Layers a stage of (@slot, TP index @k) can hold when it is stage @stage
- * of @depth and its type has @free GPUs left (MoE experts tile over them).
+ * of @depth, its type has @free GPUs left (MoE experts tile over them) and
+ * its template packs @replicas (a dense model's optimizer state is
+ * sharded over them; 1 never overstates).
  */
 double policy_env_stage_capacity(const struct policy_env *env, int slot, int k,
-				 int stage, int depth, int free);
+				 int stage, int depth, int free, int replicas);
+
+/*
+ * Blocks a TP-1 stage with one micro-batch in flight holds when its
+ * template packs @replicas, averaged over the composition's GPUs.
+ */
+double policy_env_mean_capacity(const struct policy_env *env, int replicas);
 
 /* ---------------------------------------------------------------------
  * Construction (construct.c): Algorithm 1 on one composition.

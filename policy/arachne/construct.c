@@ -79,13 +79,49 @@ static bool tp_profiled(const struct policy_env *env, int slot, int k)
 	return env->speed[slot][k] > 0.0;
 }
 
-static double stage_capacity(const struct policy_episode *ep, int slot, int k,
-			     int stage, int depth)
+/*
+ * The most replicas the template under construction can pack once its next
+ * stage takes @tp GPUs of @slot and each of the @left stages after it one
+ * GPU, @hs being what the stages chosen so far leave free: every replica
+ * takes as many GPUs of each type again.  The distributed optimizer shards
+ * a dense model's optimizer state over the replicas, so a capacity priced
+ * with this bound may overstate; the last stage is checked with the fill
+ * itself (last_stage_fits()).
+ */
+static int replica_bound(const struct policy_episode *ep, const struct hist *hs,
+			 int slot, int tp, int left)
+{
+	const struct policy_env *env = ep->env;
+	int free_all = 0, taken_all = tp + left;
+	double r;
+
+	for (int s = 0; s < env->nslots; s++) {
+		int free = ep->pool.free_by_type[env->slot_type[s]];
+
+		free_all += free;
+		taken_all += free - hs->free[s];
+	}
+	r = (double)free_all / taken_all;
+	for (int s = 0; s < env->nslots; s++) {
+		int free = ep->pool.free_by_type[env->slot_type[s]];
+		int taken = free - hs->free[s] + (s == slot ? tp : 0);
+
+		if (taken > 0)
+			r = fmin(r, (double)free / taken);
+	}
+	return r >= 1.0 ? (int)r : 1;
+}
+
+static double stage_capacity(const struct policy_episode *ep,
+			     const struct hist *hs, int slot, int k, int stage,
+			     int depth)
 {
 	if (ep->relax_memory)
 		return (double)ep->env->blocks;	/* the fill decides */
 	return policy_env_stage_capacity(ep->env, slot, k, stage, depth,
-					 ep->pool.free_by_type[ep->env->slot_type[slot]]);
+					 ep->pool.free_by_type[ep->env->slot_type[slot]],
+					 replica_bound(ep, hs, slot, policy_tp_of(k),
+						       depth - stage - 1));
 }
 
 /*
@@ -115,7 +151,7 @@ static bool rest_feasible(const struct policy_episode *ep, struct hist hs,
 				if (tp > largest || total - tp < left ||
 				    !tp_profiled(env, s, k))
 					continue;
-				cap = stage_capacity(ep, s, k, j, depth);
+				cap = stage_capacity(ep, &hs, s, k, j, depth);
 				if (cap >= 1.0 && cap > best) {
 					best = cap;
 					bs = s;
@@ -174,9 +210,11 @@ uint32_t policy_mask_depth(const struct policy_episode *ep)
 
 /*
  * The experts of an MoE stage tile over the replicas the fill settles on,
- * which no estimate knows before the template is whole.  At its last
- * stage the template is whole: ask the fill itself, on scratch copies.
- * Exact, so asked also where the memory estimate was relaxed.
+ * and a dense stage's optimizer state is sharded over them, which no
+ * estimate knows before the template is whole (replica_bound() may
+ * overstate them).  At its last stage the template is whole: ask the fill
+ * itself, on scratch copies.  Exact, so asked also where the memory
+ * estimate was relaxed.
  */
 static bool last_stage_fits(const struct policy_episode *ep, int slot, int tp)
 {
@@ -196,8 +234,9 @@ static uint32_t tp_mask(const struct policy_episode *ep, int slot, bool any);
 
 /*
  * Whether, with stage d - 2 on @slot at TP index @k, some last stage of
- * an MoE template fits: the mask of a construction that stepped back from
- * a last stage that fit nowhere (the experts' tiling is known only
+ * a template fits: the mask of a construction that stepped back from
+ * a last stage that fit nowhere (the replicas, and with them the
+ * experts' tiling and the optimizer's shards, are known only
  * there).  Up to a few dozen fills a candidate, so only then.
  */
 static bool last_stage_reachable(const struct policy_episode *ep, int slot,
@@ -215,7 +254,7 @@ static bool last_stage_reachable(const struct policy_episode *ep, int slot,
 /*
  * The TP degrees the next stage may take on @slot; with @any only
  * whether it may take one: the search stops at the first that passes
- * (the device mask asks no more, and on an MoE model's last stage each
+ * (the device mask asks no more, and on a last stage each
  * degree asked is a fill).
  */
 static uint32_t tp_mask(const struct policy_episode *ep, int slot, bool any)
@@ -235,7 +274,7 @@ static uint32_t tp_mask(const struct policy_episode *ep, int slot, bool any)
 
 		if (tp > largest || !tp_profiled(env, slot, k))
 			continue;
-		cap = stage_capacity(ep, slot, k, j, d);
+		cap = stage_capacity(ep, &hs, slot, k, j, d);
 		if (cap < 1.0)
 			continue;	/* not even one layer fits */
 		hist_take(after.n[slot], &after.free[slot], tp);
@@ -244,8 +283,7 @@ static uint32_t tp_mask(const struct policy_episode *ep, int slot, bool any)
 		if (!rest_feasible(ep, after, j + 1, d,
 				   env->blocks - p->held - floor(cap)))
 			continue;
-		if (j == d - 1 && costmodel_model(env->cm)->experts > 0 &&
-		    !last_stage_fits(ep, slot, tp))
+		if (j == d - 1 && !last_stage_fits(ep, slot, tp))
 			continue;
 		if (j == d - 2 && ep->look_ahead &&
 		    !last_stage_reachable(ep, slot, k))
@@ -293,13 +331,15 @@ void policy_partial_push(struct policy_episode *ep, int slot, int k)
 {
 	struct policy_partial *p = &ep->part;
 	int j = p->shape.depth, tp = policy_tp_of(k);
+	struct hist before;
 
+	hist_from_partial(ep, &before);
 	p->shape.gpu[j] = ep->env->slot_type[slot];
 	p->shape.tp[j] = tp;
 	p->shape.depth = j + 1;
 	hist_take(p->hist[slot], &p->free[slot], tp);
 	p->claimed[slot] += tp;
-	p->held += floor(stage_capacity(ep, slot, k, j, p->target_depth));
+	p->held += floor(stage_capacity(ep, &before, slot, k, j, p->target_depth));
 }
 
 /* ---------------------------------------------------------------------
@@ -312,7 +352,8 @@ void policy_partial_push(struct policy_episode *ep, int slot, int k)
  * numbers as the type and TP heads do their candidates.  The bubble
  * counts micro-batches of one sample, m = global batch / replicas; the
  * load is the blocks per stage over the cluster's mean TP-1 stage
- * capacity, capped at 4x and scaled to [0, 1] (so at most 0.25 fits).
+ * capacity with the optimizer state sharded over those replicas, capped
+ * at 4x and scaled to [0, 1] (so at most 0.25 fits).
  */
 static void depth_features(const struct policy_env *env, int free_total, float *out)
 {
@@ -324,8 +365,8 @@ static void depth_features(const struct policy_env *env, int free_total, float *
 		double m = replicas > 0 ? fmax(1.0, (double)batch / replicas) : 1.0;
 		double idle = free_total ? 1.0 - (double)replicas * d / free_total : 1.0;
 		double bubble = (d - 1) / (m + d - 1);
-		double load = env->mean_capacity > 0 ?
-			fmin(env->blocks / (d * env->mean_capacity), 4.0) / 4.0 : 1.0;
+		double cap = policy_env_mean_capacity(env, replicas);
+		double load = cap > 0 ? fmin(env->blocks / (d * cap), 4.0) / 4.0 : 1.0;
 		int fits = load <= 0.25;
 
 		f[0] = (float)idle;
@@ -700,8 +741,8 @@ int policy_rollout(struct policy_episode *ep, const struct policy_net *net,
 
 			if (!gmask && j == depth - 1 && j > 0 && !ep->look_ahead) {
 				/*
-				 * Only an MoE last stage can get here (see
-				 * last_stage_fits()): step back and choose
+				 * Only a last stage the fill refuses gets here
+				 * (see last_stage_fits()): step back and choose
 				 * stage j - 1 again among the choices that
 				 * leave a last stage that fits.
 				 */

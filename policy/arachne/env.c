@@ -84,10 +84,12 @@ static double layer_act_bytes(const struct costmodel *cm, int gpu, int tp,
 /*
  * Memory one transformer block takes on a GPU of @gpu at TP @tp with
  * @inflight micro-batches of size 1 in flight (1F1B keeps depth - stage of
- * them), or < 0 when the profiles lack the entry.
+ * them) and a dense model's optimizer state sharded over @replicas (the
+ * distributed optimizer, which the fill turns on), or < 0 when the
+ * profiles lack the entry.
  */
 static double block_bytes(const struct costmodel *cm, int gpu, int tp,
-			  int inflight, int ep_max)
+			  int inflight, int ep_max, int replicas)
 {
 	const struct costmodel_model *m = costmodel_model(cm);
 	double state, act;
@@ -103,7 +105,7 @@ static double block_bytes(const struct costmodel *cm, int gpu, int tp,
 		act = layer_act_bytes(cm, gpu, tp, COSTMODEL_LAYER_ATTN) +
 		      layer_act_bytes(cm, gpu, tp, COSTMODEL_LAYER_EXPERT);
 	} else {
-		state = costmodel_block_state_bytes(cm, gpu, tp);
+		state = costmodel_block_state_bytes(cm, gpu, tp, replicas);
 		if (state <= 0)
 			state = layer_state_bytes(cm, gpu, tp,
 						  COSTMODEL_LAYER_BLOCK, 1);
@@ -114,11 +116,11 @@ static double block_bytes(const struct costmodel *cm, int gpu, int tp,
 	return state + act * inflight;
 }
 
-double policy_env_stage_capacity(const struct policy_env *env, int slot, int k,
-				 int stage, int depth, int free)
+/* Bytes a block takes on a stage: policy_env_stage_capacity()'s divisor. */
+static double stage_block_bytes(const struct policy_env *env, int slot, int k,
+				int stage, int depth, int free, int replicas)
 {
-	int gpu = env->slot_type[slot], tp = policy_tp_of(k);
-	const struct costmodel_gpu *g = costmodel_gpu(env->cm, gpu);
+	int tp = policy_tp_of(k);
 	/*
 	 * Routed experts tile over EP x ETP <= TP x replicas GPUs.  The
 	 * replicas are not known before the template is; assume every stage
@@ -127,17 +129,28 @@ double policy_env_stage_capacity(const struct policy_env *env, int slot, int k,
 	 */
 	int experts = costmodel_model(env->cm)->experts;
 	int ep_max = free / (tp * (depth > 0 ? depth : 1));
-	double per, usable;
 
 	if (ep_max > experts)
 		ep_max = experts;
 	while (ep_max & (ep_max - 1))
 		ep_max &= ep_max - 1;	/* EP divides the experts: a power of two */
-	per = block_bytes(env->cm, gpu, tp, depth - stage, ep_max > 1 ? ep_max : 1);
-	if (per <= 0)
-		return 0.0;
-	usable = (g->memory_gib - RUNTIME_OVERHEAD_GIB) * GIB;
-	if (usable <= 0)
+	return block_bytes(env->cm, env->slot_type[slot], tp, depth - stage,
+			   ep_max > 1 ? ep_max : 1, replicas);
+}
+
+static double usable_bytes(const struct policy_env *env, int slot)
+{
+	return (costmodel_gpu(env->cm, env->slot_type[slot])->memory_gib -
+		RUNTIME_OVERHEAD_GIB) * GIB;
+}
+
+double policy_env_stage_capacity(const struct policy_env *env, int slot, int k,
+				 int stage, int depth, int free, int replicas)
+{
+	double per = stage_block_bytes(env, slot, k, stage, depth, free, replicas);
+	double usable = usable_bytes(env, slot);
+
+	if (per <= 0 || usable <= 0)
 		return 0.0;
 	return usable / per;
 }
@@ -157,7 +170,7 @@ int policy_env_uniform_depth(const struct policy_env *env, int slot, int k)
 
 		for (int j = 0; j < d; j++)
 			held += floor(policy_env_stage_capacity(env, slot, k, j, d,
-								 env->type_gpus[slot]));
+								 env->type_gpus[slot], 1));
 		if (held >= env->blocks)
 			return d;
 	}
@@ -178,6 +191,41 @@ static int env_blocks(const struct costmodel *cm, int gpu)
 	if (embed && head && block && block->param_bytes > 0 && m->experts == 0)
 		extra = (embed->param_bytes + head->param_bytes) / block->param_bytes;
 	return m->blocks + (int)ceil(extra);
+}
+
+/*
+ * Split the bytes of a TP-1 block on a stage with one micro-batch in
+ * flight into what every replica keeps whole and the optimizer state the
+ * replicas shard: at 2 replicas each keeps half of it.  An MoE block's
+ * estimate does not shard (see block_bytes()).
+ */
+static void block_split(struct policy_env *env, int s)
+{
+	double alone = stage_block_bytes(env, s, 0, 0, 1, env->type_gpus[s], 1);
+	double pair = stage_block_bytes(env, s, 0, 0, 1, env->type_gpus[s], 2);
+
+	env->usable[s] = usable_bytes(env, s);
+	if (alone <= 0 || pair <= 0) {
+		env->block_whole[s] = env->block_sharded[s] = 0.0;
+		return;
+	}
+	env->block_sharded[s] = 2.0 * (alone - pair);
+	env->block_whole[s] = alone - env->block_sharded[s];
+}
+
+double policy_env_mean_capacity(const struct policy_env *env, int replicas)
+{
+	double sum = 0.0;
+
+	if (replicas < 1)
+		replicas = 1;
+	for (int s = 0; s < env->nslots; s++) {
+		double per = env->block_whole[s] + env->block_sharded[s] / replicas;
+
+		if (per > 0 && env->usable[s] > 0)
+			sum += env->type_gpus[s] * env->usable[s] / per;
+	}
+	return env->gpus > 0 ? sum / env->gpus : 0.0;
 }
 
 static void env_static_features(struct policy_env *env)
@@ -211,9 +259,9 @@ static void env_static_features(struct policy_env *env)
 		for (int k = 0; k < POLICY_NUM_TP; k++) {
 			int tp = policy_tp_of(k);
 			double v = env->speed[s][k];
-			double bytes = block_bytes(cm, gpu, tp, 0, 1);
+			double bytes = block_bytes(cm, gpu, tp, 0, 1, 1);
 			double cap = policy_env_stage_capacity(env, s, k, 0, 1,
-								 env->type_gpus[s]);
+								 env->type_gpus[s], 1);
 
 			f[PT_ALPHA + k] = (float)(v / best_stage);
 			f[PT_PHI + k] = (float)(v / tp / best_gpu);
@@ -221,17 +269,13 @@ static void env_static_features(struct policy_env *env)
 				(float)fmin(bytes / (g->memory_gib * GIB), 1.0) : 1.0f;
 			f[PT_NEED + k] = cap > 0 ?
 				(float)fmin(env->blocks / cap / POLICY_DMAX, 1.0) : 1.0f;
-			env->capacity[s][k] = cap;
 			per_gpu = fmax(per_gpu, v / tp);
 		}
 		env->reference += per_gpu * env->type_gpus[s];
+		block_split(env, s);
 	}
 	if (env->reference <= 0)
 		env->reference = 1.0;
-	env->mean_capacity = 0.0;
-	for (int s = 0; s < env->nslots; s++)
-		env->mean_capacity += env->type_gpus[s] * env->capacity[s][0];
-	env->mean_capacity /= env->gpus;
 }
 
 static void env_comp_features(struct policy_env *env)

@@ -17,6 +17,7 @@
 #define AR_INTERNAL 1
 #include "config.h"
 
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -272,7 +273,10 @@ static void test_masks_moe(void **state)
 	property("moe");
 }
 
-/* Small GPUs only: TP 1 stages cannot hold two blocks, so depth is bounded below. */
+/*
+ * Small GPUs only: TP 1 stages of a replica alone hold 2 blocks, but the
+ * distributed optimizer shards the optimizer state over the replicas.
+ */
 static void test_masks_memory_bound(void **state)
 {
 	struct costmodel *cm = fixture_load(dir, "dense");
@@ -284,10 +288,22 @@ static void test_masks_memory_bound(void **state)
 
 	assert_int_equal(policy_env_init(&env, cm, cl), 0);
 	assert_int_equal(policy_episode_init(&ep, &env), 0);
+	/* 8 GiB of state a block on 24 GiB GPUs: 2 blocks on a stage alone */
+	assert_int_equal(floor(policy_env_stage_capacity(&env, 0, 0, 0, 1, 64, 1)), 2);
+	/*
+	 * A block: 1 GiB of BF16 weights, so 2 GiB of weights and gradients
+	 * and 6 GiB of optimizer state, of which each GPU of 32 replicas
+	 * keeps 6/32, and 0.25 GiB of activations a micro-batch in flight:
+	 * the first of 2 stages (2 in flight) holds 22.5 / 2.6875 = 8.4.
+	 */
+	assert_float_equal(policy_env_stage_capacity(&env, 0, 0, 0, 2, 64, 32),
+			   22.5 / 2.6875, 1e-9);
+	/* the depth features' mean: one micro-batch in flight, every GPU small */
+	assert_float_equal(policy_env_mean_capacity(&env, 1), 22.5 / 8.25, 1e-9);
+	assert_float_equal(policy_env_mean_capacity(&env, 32), 22.5 / 2.4375, 1e-9);
 	mask = policy_mask_depth(&ep);
-	/* 8 GiB of state a block on 24 GiB GPUs: 2 blocks a stage at most */
-	for (int d = 1; d <= 6; d++)
-		assert_false(mask & (1u << d));
+	assert_false(mask & (1u << 1));	/* 64 replicas: 9 blocks, not 12 and embeddings */
+	assert_true(mask & (1u << 2));
 	assert_true(mask & (1u << 12));
 	/* a stage holds one block at least: no deeper than the 12 blocks */
 	for (int d = 13; d <= POLICY_DMAX; d++)
