@@ -29,7 +29,7 @@
 /*
  * Plans improved: up to seven distinct rollout plans and the structured
  * one.  The work cap, not this count, bounds a large cluster's climb (two
- * starts use it up there); on a small one most climbs end in a few
+ * or four starts use it up there); on a small one most climbs end in a few
  * thousand units, and more of the policy's plans reach more hills.
  */
 #define STARTS		8
@@ -41,7 +41,15 @@
  * and model, and a count, so the same seed still gives the same plan.
  */
 #define IMPROVE_WORK		POLICY_START_WORK	/* per start */
-#define IMPROVE_WORK_TOTAL	(2 * POLICY_START_WORK)	/* all starts */
+/*
+ * All starts: twice one start's, and twice that above 512 GPUs, where a
+ * plan may take 3 s rather than 1 s and a climb from one more start finds
+ * a higher hill on a fifth of the unseen set's large cells (docs/policy.md,
+ * "The distributed optimizer in the masks").
+ */
+#define IMPROVE_WORK_TOTAL	(2 * POLICY_START_WORK)
+#define IMPROVE_WORK_TOTAL_LARGE (4 * POLICY_START_WORK)
+#define LARGE_CLUSTER_GPUS	512
 
 /* Models that plan with another model's policy (the paper's choice). */
 static const struct {
@@ -302,6 +310,8 @@ static int improve(const struct policy_request *req, const struct policy_env *en
 	struct policy_candidate *starts = calloc(STARTS, sizeof(*starts)), *best = NULL;
 	struct policy_candidate paired = { 0 };
 	struct costmodel_plan *plan = NULL, *raw = NULL;
+	double total = env->gpus > LARGE_CLUSTER_GPUS ? IMPROVE_WORK_TOTAL_LARGE :
+							 IMPROVE_WORK_TOTAL;
 	int rc, nstarts;
 
 	if (!starts)
@@ -310,9 +320,9 @@ static int improve(const struct policy_request *req, const struct policy_env *en
 				    &raw, &climb->priced);
 	if (rc < 0)
 		goto out;
-	for (int s = 0; s < nstarts && climb->work < IMPROVE_WORK_TOTAL; s++) {
+	for (int s = 0; s < nstarts && climb->work < total; s++) {
 		rc = policy_climb_run(climb, &starts[s],
-				      fmin(IMPROVE_WORK, IMPROVE_WORK_TOTAL - climb->work));
+				      fmin(IMPROVE_WORK, total - climb->work));
 		if (rc < 0)
 			goto out;
 		if (!best || starts[s].thr > best->thr)
@@ -324,12 +334,11 @@ static int improve(const struct policy_request *req, const struct policy_env *en
 	 * the others left (much of it on a small cluster, little on a large
 	 * one).  Last, so that it takes no work from them and can only add.
 	 */
-	if (!req->rollout_starts_only && climb->work < IMPROVE_WORK_TOTAL) {
+	if (!req->rollout_starts_only && climb->work < total) {
 		rc = policy_paired_start(env, climb->threads, &paired, &climb->priced);
 		if (rc > 0)
 			rc = policy_climb_run(climb, &paired,
-					      fmin(IMPROVE_WORK,
-						   IMPROVE_WORK_TOTAL - climb->work));
+					      fmin(IMPROVE_WORK, total - climb->work));
 		if (rc < 0)
 			goto out;
 		if (paired.thr > 0.0 && (!best || paired.thr > best->thr))
