@@ -93,22 +93,20 @@ static int replica_bound(const struct policy_episode *ep, const struct hist *hs,
 {
 	const struct policy_env *env = ep->env;
 	int free_all = 0, taken_all = tp + left;
-	double r;
+	double r = INFINITY;
 
 	for (int s = 0; s < env->nslots; s++) {
 		int free = ep->pool.free_by_type[env->slot_type[s]];
+		int taken = free - hs->free[s];
 
 		free_all += free;
-		taken_all += free - hs->free[s];
-	}
-	r = (double)free_all / taken_all;
-	for (int s = 0; s < env->nslots; s++) {
-		int free = ep->pool.free_by_type[env->slot_type[s]];
-		int taken = free - hs->free[s] + (s == slot ? tp : 0);
-
+		taken_all += taken;
+		if (s == slot)
+			taken += tp;
 		if (taken > 0)
 			r = fmin(r, (double)free / taken);
 	}
+	r = fmin(r, (double)free_all / taken_all);
 	return r >= 1.0 ? (int)r : 1;
 }
 
