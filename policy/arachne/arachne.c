@@ -179,7 +179,8 @@ static void batch_task(void *p, int thread, int i)
 	struct policy_rollout_opts opts = {
 		.draw = !b->net ? POLICY_DRAW_UNIFORM :
 			k == 0 ? POLICY_DRAW_GREEDY : POLICY_DRAW_SAMPLE,
-		.temperature = 1.0f,
+		.depth_temperature = POLICY_PLAN_DEPTH_TEMPERATURE,
+		.stage_temperature = POLICY_PLAN_STAGE_TEMPERATURE,
 	};
 	struct policy_episode ep;
 	struct policy_work w = { 0 };

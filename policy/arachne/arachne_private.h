@@ -437,7 +437,9 @@ struct policy_rollout_opts {
 	enum policy_draw draw;
 	double forced_depth_p;		/* probability of a uniform feasible depth per step */
 	bool uniform_devices;		/* draw GPU types uniformly */
-	float temperature;		/* sampling temperature (1: the policy) */
+	/* Sampling temperatures (1: the policy as trained). */
+	float depth_temperature;	/* of the depth decisions */
+	float stage_temperature;	/* of the GPU-type and TP decisions */
 	bool record;			/* keep decisions for training */
 	/*
 	 * Replay these templates instead of drawing (training distils the
@@ -516,6 +518,17 @@ int policy_explain_infeasible(const struct policy_request *req);
  * otherwise, or every decision uniformly when @net is NULL.
  */
 #define POLICY_BATCH		32
+/*
+ * The temperatures the planner samples its constructions at (the greedy
+ * one takes the argmax): a flatter depth and sharper stages.  A
+ * template's depth is one decision that sets everything after it, where
+ * the policy's likeliest depth is often not the best plan's; its stages
+ * are many decisions, each usually right, whose small errors add up over
+ * a 16-stage pipeline.  Measured against temperature 1 over eight
+ * planning seeds (docs/policy.md, "Sampling temperatures by head").
+ */
+#define POLICY_PLAN_DEPTH_TEMPERATURE	1.5f
+#define POLICY_PLAN_STAGE_TEMPERATURE	0.8f
 
 struct policy_batch {
 	const struct policy_env *env;

@@ -724,7 +724,8 @@ int policy_rollout(struct policy_episode *ep, const struct policy_net *net,
 			   policy_rng_uniform(rng) < opts->forced_depth_p) {
 			forced = mask & ~1u;
 		}
-		depth = decide(net, w, rng, d, opts->draw, opts->temperature, forced);
+		depth = decide(net, w, rng, d, opts->draw, opts->depth_temperature,
+			       forced);
 		ndec_step++;
 		if (depth == 0)
 			break;	/* STOP */
@@ -774,8 +775,8 @@ int policy_rollout(struct policy_episode *ep, const struct policy_net *net,
 							 "the replayed plan's stage %d of template %d is masked out",
 							 j, ep->step);
 			}
-			slot = decide(net, w, rng, d, opts->draw, opts->temperature,
-				      forced);
+			slot = decide(net, w, rng, d, opts->draw,
+				      opts->stage_temperature, forced);
 			ndec_step++;
 
 			d = opts->record ? trace_push(tr, ep->step) : &scratch;
@@ -795,8 +796,8 @@ int policy_rollout(struct policy_episode *ep, const struct policy_net *net,
 							 "the replayed plan's TP at stage %d of template %d is masked out",
 							 j, ep->step);
 			}
-			k = decide(net, w, rng, d, opts->draw, opts->temperature,
-				   forced);
+			k = decide(net, w, rng, d, opts->draw,
+				   opts->stage_temperature, forced);
 			ndec_step++;
 			policy_partial_push(ep, slot, k);
 		}

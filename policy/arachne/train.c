@@ -229,7 +229,8 @@ static void rollout_task(void *p, int thread, int i)
 	struct comp *c = &tr->comps[tr->batch[b]];
 	struct policy_rollout_opts opts = {
 		.draw = POLICY_DRAW_SAMPLE,
-		.temperature = 1.0f,
+		.depth_temperature = 1.0f,
+		.stage_temperature = 1.0f,
 		.record = true,
 		.forced_depth_p = g == 0 ? 0.0 : tr->force_p,
 		.uniform_devices = g == 0,
@@ -878,7 +879,8 @@ static void fit_task(void *p, int thread, int i)
 	for (int k = 0; k < POLICY_BATCH; k++) {
 		struct policy_rollout_opts opts = {
 			.draw = k == 0 ? POLICY_DRAW_GREEDY : POLICY_DRAW_SAMPLE,
-			.temperature = 1.0f,
+			.depth_temperature = POLICY_PLAN_DEPTH_TEMPERATURE,
+			.stage_temperature = POLICY_PLAN_STAGE_TEMPERATURE,
 		};
 		struct policy_trace t = { 0 };
 		struct policy_episode ep;

@@ -4,7 +4,8 @@
  * of its greedy construction, training is reproducible from its seed
  * whatever the thread count, and planning with the same seed gives the
  * same plan (also across thread counts).  A replay (opts.follow) builds
- * exactly the plan it follows, refuses one the masks refuse, and training
+ * exactly the plan it follows, refuses one the masks refuse, each sampling
+ * temperature acts on its own head's decisions, and training
  * imitates climbed plans that beat its rollouts and its teacher plans.
  */
 #define AR_INTERNAL 1
@@ -71,7 +72,8 @@ static double toy_return(const struct policy_net *net, int n)
 	for (int i = 0; i < n; i++) {
 		struct policy_rollout_opts o = {
 			.draw = n == 1 ? POLICY_DRAW_GREEDY : POLICY_DRAW_SAMPLE,
-			.temperature = 1.0f,
+			.depth_temperature = 1.0f,
+			.stage_temperature = 1.0f,
 		};
 
 		assert_int_equal(policy_rollout(&ep, net, &w, &rng, &o, &tr), 0);
@@ -144,7 +146,9 @@ static void test_replay_builds_the_plan(void **state)
 	struct policy_net net;
 	struct policy_trace orig = { 0 }, again = { 0 };
 	struct policy_rollout_opts sample = { .draw = POLICY_DRAW_SAMPLE,
-					      .temperature = 1.0f, .record = true };
+					      .depth_temperature = 1.0f,
+					      .stage_temperature = 1.0f,
+					      .record = true };
 	struct policy_rollout_opts replay = { .draw = POLICY_DRAW_GREEDY,
 					      .record = true };
 	struct policy_candidate x = { 0 };
@@ -184,6 +188,67 @@ static void test_replay_builds_the_plan(void **state)
 			 -AR_EINFEASIBLE);
 	policy_trace_fini(&orig);
 	policy_trace_fini(&again);
+	policy_net_fini(&net);
+	policy_work_fini(&w);
+	policy_episode_fini(&ep);
+}
+
+/*
+ * Each temperature acts on its own decisions: near zero, the depths (or
+ * the stages) a sampled construction draws are the greedy one's, while
+ * the other decisions still vary.  (The untrained network's scores
+ * differ by thousandths, hence 1e-5.)
+ */
+static void test_temperatures_by_head(void **state)
+{
+	struct policy_env env;
+	struct policy_episode ep;
+	struct policy_work w;
+	struct policy_rng rng;
+	struct policy_net net;
+	struct policy_trace greedy = { 0 }, tr = { 0 };
+	struct policy_rollout_opts gopts = { .draw = POLICY_DRAW_GREEDY };
+	int other_stages = 0, other_depths = 0, same_depth = 0;
+
+	assert_int_equal(policy_env_init(&env, cm, toy), 0);
+	assert_int_equal(policy_episode_init(&ep, &env), 0);
+	assert_int_equal(policy_work_init(&w, 1), 0);
+	assert_int_equal(policy_net_init(&net, 5), 0);
+	policy_rng_seed(&rng, 93, 0);
+	assert_int_equal(policy_rollout(&ep, &net, &w, &rng, &gopts, &greedy), 0);
+	assert_true(greedy.nshapes > 0);
+	for (int seed = 0; seed < 32; seed++) {
+		struct policy_rollout_opts cold_depth = {
+			.draw = POLICY_DRAW_SAMPLE,
+			.depth_temperature = 1e-5f, .stage_temperature = 1.0f,
+		};
+		struct policy_rollout_opts cold_stages = {
+			.draw = POLICY_DRAW_SAMPLE,
+			.depth_temperature = 1.0f, .stage_temperature = 1e-5f,
+		};
+
+		policy_rng_seed(&rng, 93, seed + 1);
+		assert_int_equal(policy_rollout(&ep, &net, &w, &rng, &cold_depth, &tr), 0);
+		assert_int_equal(tr.first_depth, greedy.first_depth);
+		other_stages += tr.nshapes > 0 &&
+				memcmp(&tr.shapes[0], &greedy.shapes[0],
+				       sizeof(tr.shapes[0])) != 0;
+
+		policy_rng_seed(&rng, 93, seed + 1);
+		assert_int_equal(policy_rollout(&ep, &net, &w, &rng, &cold_stages, &tr), 0);
+		if (tr.first_depth != greedy.first_depth) {
+			other_depths++;
+		} else if (tr.nshapes > 0) {
+			assert_memory_equal(&tr.shapes[0], &greedy.shapes[0],
+					    sizeof(tr.shapes[0]));
+			same_depth++;
+		}
+	}
+	assert_true(other_stages > 0);
+	assert_true(other_depths > 0);
+	assert_true(same_depth > 0);
+	policy_trace_fini(&greedy);
+	policy_trace_fini(&tr);
 	policy_net_fini(&net);
 	policy_work_fini(&w);
 	policy_episode_fini(&ep);
@@ -340,6 +405,7 @@ int main(void)
 		cmocka_unit_test(test_training_raises_reward),
 		cmocka_unit_test(test_training_is_reproducible),
 		cmocka_unit_test(test_replay_builds_the_plan),
+		cmocka_unit_test(test_temperatures_by_head),
 		cmocka_unit_test(test_training_imitates_climbed_plans),
 		cmocka_unit_test(test_training_imitates_the_teacher),
 		cmocka_unit_test(test_same_seed_same_plan),

@@ -213,7 +213,7 @@ static void roll_cluster(struct policy_episode *ep, struct policy_rng *rng,
 			 void *arg)
 {
 	static const struct policy_rollout_opts opts = {
-		.draw = POLICY_DRAW_UNIFORM, .temperature = 1.0f, .record = true
+		.draw = POLICY_DRAW_UNIFORM, .record = true
 	};
 	struct rollouts *ro = arg;
 	const struct policy_trace *tr = &ro->tr;
@@ -327,8 +327,7 @@ static void test_infeasible_model(void **state)
 	struct policy_work w;
 	struct policy_rng rng;
 	struct policy_trace tr = { 0 };
-	struct policy_rollout_opts opts = { .draw = POLICY_DRAW_GREEDY,
-					    .temperature = 1.0f };
+	struct policy_rollout_opts opts = { .draw = POLICY_DRAW_GREEDY };
 	int rc;
 
 	assert_int_equal(policy_env_init(&env, cm, cl), 0);
