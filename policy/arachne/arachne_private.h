@@ -437,7 +437,7 @@ struct policy_rollout_opts {
 	enum policy_draw draw;
 	double forced_depth_p;		/* probability of a uniform feasible depth per step */
 	bool uniform_devices;		/* draw GPU types uniformly */
-	/* Sampling temperatures (1: the policy as trained). */
+	/* Sampling temperatures (1, or 0 when unset: the policy as trained). */
 	float depth_temperature;	/* of the depth decisions */
 	float stage_temperature;	/* of the GPU-type and TP decisions */
 	bool record;			/* keep decisions for training */

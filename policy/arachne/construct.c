@@ -622,7 +622,7 @@ static int decide(const struct policy_net *net, struct policy_work *w,
 		float scaled[POLICY_MAX_CANDS];
 		double u = policy_rng_uniform(rng), acc = 0.0;
 
-		if (temperature != 1.0f) {
+		if (temperature > 0.0f && temperature != 1.0f) {
 			for (int c = 0; c < nc; c++)
 				scaled[c] = w->logits[c] / temperature;
 			policy_log_softmax(scaled, d->mask, nc, scaled);

@@ -197,7 +197,7 @@ static void test_replay_builds_the_plan(void **state)
  * Each temperature acts on its own decisions: near zero, the depths (or
  * the stages) a sampled construction draws are the greedy one's, while
  * the other decisions still vary.  (The untrained network's scores
- * differ by thousandths, hence 1e-5.)
+ * differ by thousandths, hence 1e-5.)  Unset, they sample at 1.
  */
 static void test_temperatures_by_head(void **state)
 {
@@ -247,6 +247,24 @@ static void test_temperatures_by_head(void **state)
 	assert_true(other_stages > 0);
 	assert_true(other_depths > 0);
 	assert_true(same_depth > 0);
+
+	/* unset (0) samples as the policy does, at 1 */
+	for (int seed = 0; seed < 8; seed++) {
+		struct policy_rollout_opts unset = { .draw = POLICY_DRAW_SAMPLE };
+		struct policy_rollout_opts at_one = {
+			.draw = POLICY_DRAW_SAMPLE,
+			.depth_temperature = 1.0f, .stage_temperature = 1.0f,
+		};
+
+		policy_rng_seed(&rng, 95, seed);
+		assert_int_equal(policy_rollout(&ep, &net, &w, &rng, &unset, &tr), 0);
+		policy_rng_seed(&rng, 95, seed);
+		assert_int_equal(policy_rollout(&ep, &net, &w, &rng, &at_one, &greedy), 0);
+		assert_int_equal(tr.nshapes, greedy.nshapes);
+		for (int i = 0; i < tr.nshapes; i++)
+			assert_memory_equal(&tr.shapes[i], &greedy.shapes[i],
+					    sizeof(tr.shapes[i]));
+	}
 	policy_trace_fini(&greedy);
 	policy_trace_fini(&tr);
 	policy_net_fini(&net);
