@@ -206,7 +206,7 @@ static void test_temperatures_by_head(void **state)
 	struct policy_work w;
 	struct policy_rng rng;
 	struct policy_net net;
-	struct policy_trace greedy = { 0 }, tr = { 0 };
+	struct policy_trace greedy = { 0 }, tr = { 0 }, tr_at_one = { 0 };
 	struct policy_rollout_opts gopts = { .draw = POLICY_DRAW_GREEDY };
 	int other_stages = 0, other_depths = 0, same_depth = 0;
 
@@ -259,14 +259,15 @@ static void test_temperatures_by_head(void **state)
 		policy_rng_seed(&rng, 95, seed);
 		assert_int_equal(policy_rollout(&ep, &net, &w, &rng, &unset, &tr), 0);
 		policy_rng_seed(&rng, 95, seed);
-		assert_int_equal(policy_rollout(&ep, &net, &w, &rng, &at_one, &greedy), 0);
-		assert_int_equal(tr.nshapes, greedy.nshapes);
+		assert_int_equal(policy_rollout(&ep, &net, &w, &rng, &at_one, &tr_at_one), 0);
+		assert_int_equal(tr.nshapes, tr_at_one.nshapes);
 		for (int i = 0; i < tr.nshapes; i++)
-			assert_memory_equal(&tr.shapes[i], &greedy.shapes[i],
+			assert_memory_equal(&tr.shapes[i], &tr_at_one.shapes[i],
 					    sizeof(tr.shapes[i]));
 	}
 	policy_trace_fini(&greedy);
 	policy_trace_fini(&tr);
+	policy_trace_fini(&tr_at_one);
 	policy_net_fini(&net);
 	policy_work_fini(&w);
 	policy_episode_fini(&ep);
