@@ -1,8 +1,9 @@
 /*
  * compositions.c - random compositions of a model's profiled GPU types, for
- * training and for the property tests: 2-4 types, one of them dominant or
- * all balanced, 16-1024 GPUs, nodes of 1, 2, 4 or 8 GPUs, and some types
- * spread over nodes of two sizes (the non-uniform mixes of §6.1).
+ * training and for the property tests: types (at most 4) and GPUs drawn
+ * in the caller's ranges (training: 2-4 types, 16 to --max-gpus GPUs), one
+ * type dominant or all balanced, nodes of 1, 2, 4 or 8 GPUs, and some
+ * types spread over nodes of two sizes (the non-uniform mixes of §6.1).
  */
 #define AR_INTERNAL 1
 #include "config.h"
