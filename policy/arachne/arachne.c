@@ -50,6 +50,12 @@
 #define IMPROVE_WORK_TOTAL	(2 * POLICY_START_WORK)
 #define IMPROVE_WORK_TOTAL_LARGE (4 * POLICY_START_WORK)
 #define LARGE_CLUSTER_GPUS	512
+/*
+ * The last climb, from the best plan with its stages' order in the moves:
+ * work of its own, so that it takes none from the starts and can only
+ * add (half a start's: twice as much gained 0.05 % more on the unseen set).
+ */
+#define REORDER_WORK		(POLICY_START_WORK / 2)
 
 /* Models that plan with another model's policy (the paper's choice). */
 static const struct {
@@ -300,9 +306,28 @@ static int climb_starts(const struct policy_request *req,
 }
 
 /*
+ * The climb from @best once more, now with each stage moved elsewhere in
+ * its template among the moves (policy_climb.order_moves), on work of
+ * its own.
+ */
+static int reorder(struct policy_climb *climb, struct policy_candidate *best)
+{
+	struct policy_climb last = *climb;
+	int rc;
+
+	last.order_moves = true;
+	last.work = 0.0;
+	rc = policy_climb_run(&last, best, REORDER_WORK);
+	climb->priced = last.priced;
+	climb->work += last.work;
+	return rc;
+}
+
+/*
  * Climb from the starts, each with a bounded share of the work (another
  * start often climbs past the first, and on a small cluster they all
- * fit), then move single layers on the best plan.
+ * fit), climb from the best plan once more with the order of its stages
+ * in the moves, then move single layers on it.
  */
 static int improve(const struct policy_request *req, const struct policy_env *env,
 		   const struct policy_batch *rollouts, struct policy_climb *climb,
@@ -347,6 +372,9 @@ static int improve(const struct policy_request *req, const struct policy_env *en
 	}
 	if (!best)
 		goto out;	/* no plan to climb from: *planp stays NULL */
+	rc = reorder(climb, best);
+	if (rc < 0)
+		goto out;
 	rc = policy_candidate_fill(env, best, &plan, NULL);
 	if (rc < 0)
 		goto out;

@@ -708,6 +708,13 @@ struct policy_climb {
 	 * policies trained with them were no clear gain (docs/policy.md).
 	 */
 	bool depth_moves;
+	/*
+	 * Also, once no other move gains, each stage moved elsewhere in its
+	 * template; one that gains is taken and every move comes back.  The
+	 * planner's last climb makes them, from its best plan only: in
+	 * every climb they take work the other moves need (docs/policy.md).
+	 */
+	bool order_moves;
 };
 
 /*

@@ -14,7 +14,9 @@
  * template twice as deep (half the replicas) or cut in two at its middle;
  * a template dropped or filled first; a template of the leftover GPUs
  * added.  The moves on a type's stages reach, in one step, shapes that
- * single-stage moves reach only through slower plans.
+ * single-stage moves reach only through slower plans.  A climb may also
+ * move one stage elsewhere in its template, tried only once the other
+ * moves gain nothing: the planner's last climb, from its best plan.
  *
  * The work is bounded by a count (policy_candidate_work()), not by the
  * clock, so the same start gives the same plan on any machine.  A
@@ -231,6 +233,7 @@ double policy_candidate_work(const struct policy_env *env,
 struct moves {
 	const struct policy_env *env;
 	bool depth_moves;			/* policy_climb.depth_moves */
+	bool order_phase;			/* the reordering moves alone */
 	const struct policy_candidate *cur;
 	const struct costmodel_pool *left;	/* GPUs the current plan leaves */
 	struct policy_candidate *nb;		/* [MAX_NEIGHBOURS] */
@@ -527,6 +530,29 @@ static int move_stage_double(struct moves *m, int t, int s)
 	return 0;
 }
 
+/*
+ * Stage @s moved to each other place in its template.  The order of the
+ * same stages matters to the split: the first stage stashes the most
+ * activations, the last holds the LM head, and the links between
+ * neighbours differ by type.
+ */
+static int move_stage_shift(struct moves *m, int t, int s)
+{
+	const struct policy_template *sh = &m->cur->t[t];
+
+	for (int to = 0; to < sh->depth; to++) {
+		struct policy_template y = *sh;
+
+		if (to == s)
+			continue;
+		policy_template_remove(&y, s);
+		policy_template_insert(&y, to, sh->stage[s]);
+		if (nb_template(m, t, &y) < 0)
+			return -ENOSPC;
+	}
+	return 0;
+}
+
 /* A stage of any type and TP put in front or at the end: mixes types. */
 static int move_stage_add(struct moves *m, int t, int unused)
 {
@@ -666,6 +692,13 @@ enum move_scope {
 
 typedef int (*move_f)(struct moves *m, int t, int i);
 
+/* Which climbs make a move. */
+enum move_set {
+	MOVES_EVERY,	/* every climb */
+	MOVES_DEPTH,	/* with policy_climb.depth_moves */
+	MOVES_ORDER,	/* with policy_climb.order_moves, once no other gains */
+};
+
 /*
  * Every move, in the order neighbours are listed.  The order matters: a
  * round takes the first of equally fast neighbours, and one cut short by
@@ -677,26 +710,40 @@ typedef int (*move_f)(struct moves *m, int t, int i);
 static const struct {
 	enum move_scope scope;
 	move_f gen;
-	bool depth;		/* a depth move: only with policy_climb.depth_moves */
+	enum move_set set;
 } moves[] = {
-	{ ON_TEMPLATE,	move_template_tp, false },
-	{ ON_TEMPLATE,	move_template_type, false },
-	{ ON_TYPE,	move_type_recut, false },
-	{ ON_TYPE,	move_type_to_end, false },
-	{ ON_TYPE,	move_type_trade, false },
-	{ ON_STAGE,	move_stage_tp, false },
-	{ ON_STAGE,	move_stage_type, false },
-	{ ON_STAGE,	move_stage_merge, false },
-	{ ON_STAGE,	move_stage_split, false },
-	{ ON_STAGE,	move_stage_drop, false },
-	{ ON_STAGE,	move_stage_double, false },
-	{ ON_TEMPLATE,	move_stage_add, false },
-	{ ON_TEMPLATE,	move_template_deepen, true },
-	{ ON_TEMPLATE,	move_template_halve, true },
-	{ ON_TEMPLATE,	move_template_drop, false },
-	{ ON_TEMPLATE,	move_template_first, false },
-	{ ON_PLAN,	move_leftover, false },
+	{ ON_TEMPLATE,	move_template_tp, MOVES_EVERY },
+	{ ON_TEMPLATE,	move_template_type, MOVES_EVERY },
+	{ ON_TYPE,	move_type_recut, MOVES_EVERY },
+	{ ON_TYPE,	move_type_to_end, MOVES_EVERY },
+	{ ON_TYPE,	move_type_trade, MOVES_EVERY },
+	{ ON_STAGE,	move_stage_tp, MOVES_EVERY },
+	{ ON_STAGE,	move_stage_type, MOVES_EVERY },
+	{ ON_STAGE,	move_stage_merge, MOVES_EVERY },
+	{ ON_STAGE,	move_stage_split, MOVES_EVERY },
+	{ ON_STAGE,	move_stage_drop, MOVES_EVERY },
+	{ ON_STAGE,	move_stage_double, MOVES_EVERY },
+	{ ON_STAGE,	move_stage_shift, MOVES_ORDER },
+	{ ON_TEMPLATE,	move_stage_add, MOVES_EVERY },
+	{ ON_TEMPLATE,	move_template_deepen, MOVES_DEPTH },
+	{ ON_TEMPLATE,	move_template_halve, MOVES_DEPTH },
+	{ ON_TEMPLATE,	move_template_drop, MOVES_EVERY },
+	{ ON_TEMPLATE,	move_template_first, MOVES_EVERY },
+	{ ON_PLAN,	move_leftover, MOVES_EVERY },
 };
+
+/* Whether the climb makes row @r of moves[] now. */
+static bool move_wanted(const struct moves *m, size_t r)
+{
+	switch (moves[r].set) {
+	case MOVES_DEPTH:
+		return m->depth_moves && !m->order_phase;
+	case MOVES_ORDER:
+		return m->order_phase;
+	default:
+		return !m->order_phase;
+	}
+}
 
 /* Elements of template @t a move of @scope runs on. */
 static int scope_count(const struct moves *m, enum move_scope scope, int t)
@@ -718,8 +765,7 @@ static int run_moves(struct moves *m, size_t from, size_t to, int t)
 
 	for (int i = 0; i < n; i++)
 		for (size_t r = from; r < to; r++)
-			if ((!moves[r].depth || m->depth_moves) &&
-			    moves[r].gen(m, t, i) < 0)
+			if (move_wanted(m, r) && moves[r].gen(m, t, i) < 0)
 				return -ENOSPC;
 	return 0;
 }
@@ -737,7 +783,8 @@ static void neighbours(struct moves *m)
 				return;
 		}
 	for (size_t r = 0; r < ARRAY_SIZE(moves); r++)
-		if (moves[r].scope == ON_PLAN && moves[r].gen(m, 0, 0) < 0)
+		if (moves[r].scope == ON_PLAN && move_wanted(m, r) &&
+		    moves[r].gen(m, 0, 0) < 0)
 			return;
 }
 
@@ -834,8 +881,13 @@ int policy_climb_run(struct policy_climb *c, struct policy_candidate *cur,
 			if (m.nb[i].thr > cur->thr * (1.0 + 1e-9) &&
 			    (best < 0 || m.nb[i].thr > m.nb[best].thr))
 				best = i;
+		if (best < 0 && c->order_moves && !m.order_phase) {
+			m.order_phase = true;	/* the same plan, reordered */
+			continue;
+		}
 		if (best < 0)
 			break;
+		m.order_phase = false;
 		*cur = m.nb[best];
 	}
 	free(m.nb);

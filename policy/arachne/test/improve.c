@@ -4,7 +4,10 @@
  *     survives the round trip through the cost model's shape;
  *   - a climb never ends below its start, ends on a plan the fill places
  *     and the structural check accepts, at the throughput it reports, and
- *     lifts a poor start;
+ *     lifts a poor start; with the order moves (shipped profiles, a
+ *     cell where the order of the climbed plan's stages matters) it ends
+ *     above the best single stage moved in the plan the climb without
+ *     them ends on;
  *   - the set of priced candidates tells candidates apart by every part
  *     of every template, also once it has grown; a climb that recalls
  *     numbers from it ends where one that fills every neighbour ends,
@@ -147,6 +150,73 @@ static void test_climb_never_descends(void **state)
 		assert_float_equal(y.thr, start, 0.0);
 		assert_true(policy_template_equal(&y.t[0], &x.t[0]));
 	}
+}
+
+/* The best of @x with one stage moved elsewhere in its template, by hand. */
+static double best_single_shift(const struct policy_env *env,
+				const struct policy_candidate *x)
+{
+	double best = 0.0;
+
+	for (int t = 0; t < x->n; t++)
+		for (int from = 0; from < x->t[t].depth; from++)
+			for (int to = 0; to < x->t[t].depth; to++) {
+				struct policy_candidate y = *x;
+				struct policy_stage st = y.t[t].stage[from];
+
+				policy_template_remove(&y.t[t], from);
+				policy_template_insert(&y.t[t], to, st);
+				assert_int_equal(policy_candidate_fill(env, &y, NULL, NULL), 0);
+				if (y.thr > best)
+					best = y.thr;
+			}
+	return best;
+}
+
+/*
+ * The order moves, on the shipped profiles: llama3-8b on ls1, where the
+ * order of the climbed plan's stages matters.  A climb with them agrees
+ * with one without until that one finds nothing, so it ends at or above
+ * that plan and above the best single stage moved elsewhere in it.
+ */
+static void test_climb_reorders(void **state)
+{
+	struct costmodel_opts opts = { 0 };
+	struct costmodel *llama;
+	struct costmodel_cluster *ls1;
+	struct costmodel_plan *plan;
+	struct policy_env env;
+	struct planner_deadline dl = { .start = ar_now(), .end = ar_now() + 600 };
+	struct policy_candidate start, plain, ordered;
+	struct policy_climb c = { .env = &env, .threads = 1, .dl = &dl,
+				  .depth_moves = true };
+	char path[4200];
+	double shifted;
+	long priced = 0;
+
+	snprintf(path, sizeof(path), "%s/clusters/ls1.json", getenv("AR_PROFILES"));
+	assert_int_equal(costmodel_load("llama3-8b", &opts, &llama), 0);
+	assert_int_equal(costmodel_cluster_load(llama, path, &ls1), 0);
+	assert_int_equal(policy_env_init(&env, llama, ls1), 0);
+	assert_int_equal(policy_structured_start(&env, 1, &start, &priced), 1);
+
+	plain = start;
+	assert_int_equal(policy_climb_run(&c, &plain, 1e9), 0);
+	shifted = best_single_shift(&env, &plain);
+	c.order_moves = true;
+	ordered = start;
+	assert_int_equal(policy_climb_run(&c, &ordered, 1e9), 0);
+	print_message("# ls1: start %.3f, climbed %.3f, a stage moved %.3f, "
+		      "climbed with order moves %.3f samples/s\n",
+		      start.thr, plain.thr, shifted, ordered.thr);
+	assert_true(shifted > plain.thr * 1.001);	/* the case is one where order matters */
+	assert_true(ordered.thr >= shifted);
+	assert_int_equal(policy_candidate_fill(&env, &ordered, &plan, NULL), 0);
+	assert_int_equal(costmodel_plan_check(llama, ls1, plan), 0);
+	assert_float_equal(plan->predicted.samples_per_s, ordered.thr, 1e-9 * ordered.thr);
+	costmodel_plan_free(plan);
+	costmodel_cluster_free(ls1);
+	costmodel_destroy(llama);
 }
 
 static void test_priced_set(void **state)
@@ -409,6 +479,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_template_edits),
 		cmocka_unit_test(test_climb_never_descends),
+		cmocka_unit_test(test_climb_reorders),
 		cmocka_unit_test(test_priced_set),
 		cmocka_unit_test(test_climb_recalls_priced),
 		cmocka_unit_test(test_random_planner),
