@@ -181,7 +181,10 @@ static double best_single_shift(const struct policy_env *env,
  */
 static void test_climb_reorders(void **state)
 {
-	struct costmodel_opts opts = { 0 };
+	const char *profiles = getenv("AR_PROFILES");
+	struct costmodel_opts opts = {
+		.profiles_dir = profiles && *profiles ? profiles : AR_SRC_PROFILES_DIR,
+	};
 	struct costmodel *llama;
 	struct costmodel_cluster *ls1;
 	struct costmodel_plan *plan;
@@ -194,7 +197,7 @@ static void test_climb_reorders(void **state)
 	double shifted;
 	long priced = 0;
 
-	snprintf(path, sizeof(path), "%s/clusters/ls1.json", getenv("AR_PROFILES"));
+	snprintf(path, sizeof(path), "%s/clusters/ls1.json", opts.profiles_dir);
 	assert_int_equal(costmodel_load("llama3-8b", &opts, &llama), 0);
 	assert_int_equal(costmodel_cluster_load(llama, path, &ls1), 0);
 	assert_int_equal(policy_env_init(&env, llama, ls1), 0);
